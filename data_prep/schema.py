@@ -1,0 +1,55 @@
+"""The prepared-dataset contract: the one place that names its files and columns.
+
+A prepared dataset is a folder::
+
+    sequences.parquet   one row per user, sorted by ``user``
+    items.parquet       item index -> original id (+ training count, category)
+    users.parquet       user index -> original id
+    meta.json           schema version, prep config, fingerprints, counts, length statistics
+    length_histogram.png
+
+``sequences.parquet`` holds whole (truncated) histories as parallel lists; splits are positions
+into those lists, so every split is a view of the same data::
+
+    user  items            timestamps        val_index  test_index
+    0     [7, 3, 9, 4]     [t0, t1, t2, t3]  2          3          <- LOO: train on [7, 3],
+    1     [5, 8, 2]        [...]             1          2             validate on 9, test on 4
+
+* Item index 0 is PAD; real items are 1..N. Users are 0..U-1.
+* Lists are time ordered (ties broken by original row order) and keep the MOST RECENT events.
+* The validation target is ``items[val_index]`` (its input is ``items[:val_index]``), the test
+  target is ``items[test_index]`` (input ``items[:test_index]``); training uses
+  ``items[:val_index]`` only. A null index means the user has no such target.
+* Side-feature lists (``category``, ``event``) have the same length as ``items``; their index 0
+  is PAD/unknown too.
+"""
+
+SCHEMA_VERSION = 1
+
+PAD = 0
+
+SEQUENCES_FILE = "sequences.parquet"
+ITEMS_FILE = "items.parquet"
+USERS_FILE = "users.parquet"
+META_FILE = "meta.json"
+HISTOGRAM_FILE = "length_histogram.png"
+
+# sequences.parquet
+USER = "user"
+ITEMS = "items"
+TIMESTAMPS = "timestamps"
+VAL_INDEX = "val_index"
+TEST_INDEX = "test_index"
+SIDE_FEATURES = ("category", "event")
+
+# items.parquet / users.parquet
+ITEM = "item"
+ORIGINAL_ID = "original_id"
+COUNT = "count"
+
+# canonical columns of a raw log after a format reader has mapped it
+RAW_USER = "user_id"
+RAW_ITEM = "item_id"
+RAW_TIMESTAMP = "timestamp"
+RAW_EVENT = "event_type"
+RAW_CATEGORY = "category"
