@@ -42,6 +42,10 @@ VAL_INDEX = "val_index"
 TEST_INDEX = "test_index"
 SIDE_FEATURES = ("category", "event")
 
+# items.parquet also holds ``category``: the item's most frequent category code (0 = unknown).
+# ``count`` is the item's number of occurrences in the TRAINING part of the sequences
+# (``items[:val_index]``), so a popularity baseline built from it does not see val/test targets.
+
 # items.parquet / users.parquet
 ITEM = "item"
 ORIGINAL_ID = "original_id"
@@ -53,3 +57,14 @@ RAW_ITEM = "item_id"
 RAW_TIMESTAMP = "timestamp"
 RAW_EVENT = "event_type"
 RAW_CATEGORY = "category"
+
+# side-feature list in sequences.parquet -> the raw column it is mapped from
+SIDE_FEATURE_SOURCES = {"category": RAW_CATEGORY, "event": RAW_EVENT}
+
+# meta.json keys other components read
+META_SCHEMA_VERSION = "schema_version"
+META_FINGERPRINT = "fingerprint"
+META_ITEM_FINGERPRINT = "item_fingerprint"
+META_SIDE_FEATURES = "side_features"  # {name: vocabulary size including PAD}
+META_VOCAB = "vocab"  # {name: [values]}, list position = code, position 0 is "<pad>"
+META_BUCKETS = "suggested_buckets"  # ascending upper edges of length buckets, last = max length
