@@ -1,0 +1,95 @@
+"""What train and eval runs share: building objects from config, running the baseline,
+and writing and printing results."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import torch
+from hydra.utils import instantiate
+from lightning.pytorch.utilities import rank_zero_only
+from omegaconf import DictConfig, OmegaConf
+from rich.console import Console
+from rich.table import Table
+
+from recsys_seq.data import SequenceDataModule
+from recsys_seq.models import PopularityRecommender
+
+CONF_DIR = str(Path(__file__).resolve().parents[2] / "conf")
+METRICS_FILE = "metrics.json"
+CONFIG_FILE = "config.yaml"
+
+
+def instantiate_group(group: DictConfig | None) -> list[Any]:
+    """Instantiate every non-null entry of a config group like ``callbacks`` or ``logger``."""
+    return [instantiate(c) for c in (group or {}).values() if c is not None]
+
+
+def build_datamodule(data_cfg: DictConfig) -> SequenceDataModule:
+    """The datamodule, with its dataset prepared and loaded (the model needs its size)."""
+    datamodule: SequenceDataModule = instantiate(data_cfg)
+    datamodule.prepare_data()
+    return datamodule
+
+
+def popularity_metrics(
+    datamodule: SequenceDataModule, ks: list[int], exclude_history: bool
+) -> dict[str, float]:
+    """Validation and test metrics of the most-popular baseline, keyed ``popularity/...``."""
+    baseline = PopularityRecommender(datamodule.data.train_item_counts(), ks, exclude_history)
+    trainer = L.Trainer(
+        accelerator="cpu",
+        devices=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        use_distributed_sampler=False,
+    )
+    metrics: dict[str, float] = {}
+    for run in (trainer.validate, trainer.test):
+        for result in run(baseline, datamodule=datamodule, verbose=False):
+            metrics.update(result)
+    return metrics
+
+
+def to_floats(metrics: Mapping[str, Any]) -> dict[str, float]:
+    return {k: float(v.item() if isinstance(v, torch.Tensor) else v) for k, v in metrics.items()}
+
+
+@rank_zero_only
+def write_results(run_dir: Path, metrics: dict[str, Any], cfg: DictConfig) -> Path:
+    """Write ``metrics.json`` (flat ``<stage>/<metric>@<k>`` keys) and the resolved config."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / CONFIG_FILE).write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    path = run_dir / METRICS_FILE
+    path.write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n")
+    return path
+
+
+@rank_zero_only
+def print_results(metrics: Mapping[str, Any], model_name: str, stage: str = "test") -> None:
+    """A table of ``stage`` metrics for the model beside the popularity baseline."""
+    names = sorted(
+        (k.split("/", 1)[1] for k in metrics if k.startswith(f"{stage}/") and "@" in k),
+        key=lambda n: (n.split("@")[0], int(n.split("@")[1])),
+    )
+    table = Table(title=f"{stage} metrics (all-item ranking, one held-out item per user)")
+    table.add_column("metric")
+    table.add_column(model_name, justify="right")
+    baseline = any(k.startswith("popularity/") for k in metrics)
+    if baseline:
+        table.add_column("popularity", justify="right")
+        table.add_column("ratio", justify="right")
+    for name in names:
+        ours = metrics[f"{stage}/{name}"]
+        row = [name, f"{ours:.4f}"]
+        if baseline:
+            pop = metrics.get(f"popularity/{stage}/{name}", float("nan"))
+            row += [f"{pop:.4f}", f"{ours / pop:.1f}x" if pop > 0 else "-"]
+        table.add_row(*row)
+    Console().print(table)

@@ -1,0 +1,82 @@
+"""recsys-train: prepare (if needed), train, test with the best checkpoint, compare baselines.
+
+    recsys-train                                  # the bundled demo log, end to end
+    recsys-train data.path=<prepared dir> model=sasrec trainer.max_epochs=50
+    recsys-train -m model.encoder.num_layers=1,2  # a Hydra sweep
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import hydra
+import lightning as L
+from hydra.utils import instantiate
+from lightning.pytorch.callbacks import ModelCheckpoint
+from omegaconf import DictConfig, OmegaConf
+
+from recsys_seq.cli import runs
+from recsys_seq.models.ranking import MONITOR
+
+
+def resolve_resume(ckpt_path: str | None, run_dir: Path) -> str | None:
+    """``"last"`` means this run folder's ``checkpoints/last.ckpt``."""
+    if ckpt_path == "last":
+        return str(run_dir / "checkpoints" / "last.ckpt")
+    return ckpt_path
+
+
+def train(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Train and test one configuration.
+
+    Returns:
+        ``(metrics, objects)``: the flat metrics written to ``metrics.json`` and the objects
+        built on the way (datamodule, model, trainer), for tests and notebooks.
+    """
+    L.seed_everything(cfg.seed, workers=True)
+    run_dir = Path(cfg.paths.output_dir)
+    datamodule = runs.build_datamodule(cfg.data)
+    model = instantiate(
+        cfg.model,
+        num_items=datamodule.num_items,
+        item_fingerprint=datamodule.meta["item_fingerprint"],
+        run_config=OmegaConf.to_container(cfg, resolve=True),
+        _convert_="all",
+    )
+    callbacks = runs.instantiate_group(cfg.get("callbacks"))
+    trainer: L.Trainer = instantiate(
+        cfg.trainer, callbacks=callbacks, logger=runs.instantiate_group(cfg.get("logger"))
+    )
+    trainer.fit(
+        model,
+        datamodule=datamodule,
+        ckpt_path=resolve_resume(cfg.get("ckpt_path"), run_dir),
+        weights_only=True,
+    )
+    checkpoint = next((c for c in callbacks if isinstance(c, ModelCheckpoint)), None)
+    best = checkpoint.best_model_path if checkpoint and checkpoint.best_model_path else None
+    metrics = runs.to_floats(trainer.callback_metrics)
+    metrics = {k: v for k, v in metrics.items() if k.startswith("val/") or k.startswith("train/")}
+    for result in trainer.test(model, datamodule=datamodule, ckpt_path=best, weights_only=True):
+        metrics.update(runs.to_floats(result))
+    if cfg.get("baselines"):
+        metrics.update(
+            runs.popularity_metrics(datamodule, list(cfg.model.ks), cfg.model.exclude_history)
+        )
+    metrics["checkpoint"] = best
+    if trainer.is_global_zero:
+        path = runs.write_results(run_dir, metrics, cfg)
+        runs.print_results(metrics, model_name=cfg.model.encoder._target_.rsplit(".", 1)[-1])
+        print(f"Results: {path}\nCheckpoints: {run_dir / 'checkpoints'}")
+    return metrics, {"datamodule": datamodule, "model": model, "trainer": trainer}
+
+
+@hydra.main(version_base="1.3", config_path=runs.CONF_DIR, config_name="train")
+def main(cfg: DictConfig) -> float | None:
+    metrics, _ = train(cfg)
+    return metrics.get(f"val/best_{MONITOR}")
+
+
+if __name__ == "__main__":
+    main()

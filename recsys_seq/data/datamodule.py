@@ -1,0 +1,120 @@
+"""LightningDataModule over a prepared dataset folder."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import lightning as L
+from torch.utils.data import DataLoader
+
+from recsys_seq.data.batch import PaddedBatchCollator
+from recsys_seq.data.dataset import PreparedSequences, Stage, WindowDataset
+from recsys_seq.data.sampler import BucketBatchSampler
+
+
+class SequenceDataModule(L.LightningDataModule):
+    """Length-bucketed train/val/test loaders over a prepared dataset.
+
+    Batch size and token budget are per process: with W DDP processes a step consumes W
+    batches.
+
+    Args:
+        path: prepared dataset folder (``recsys-prep`` output).
+        max_len: longest input window; older events are dropped.
+        batch_size: sequences per training batch (unless ``max_tokens`` is set).
+        max_tokens: token budget per training batch (``longest x batch size``).
+        eval_batch_size: sequences per validation/test batch.
+        boundaries: bucket upper bounds; None derives geometric buckets from the lengths.
+        pad_to_multiple_of: round padded lengths up (e.g. 8 on GPUs).
+        num_workers, pin_memory, persistent_workers: DataLoader options.
+        seed: shuffle seed (combined with the epoch).
+        prepare: called as ``prepare(path)`` when ``path`` holds no prepared dataset yet
+            (the bundled demo uses this to prepare itself on first use).
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        max_len: int = 50,
+        batch_size: int = 128,
+        max_tokens: int | None = None,
+        eval_batch_size: int = 256,
+        boundaries: list[int] | None = None,
+        pad_to_multiple_of: int | None = None,
+        num_workers: int = 0,
+        pin_memory: bool = False,
+        persistent_workers: bool = False,
+        seed: int = 0,
+        prepare: Callable[[Path], object] | None = None,
+    ) -> None:
+        super().__init__()
+        self.path = Path(path)
+        self.max_len = max_len
+        self.batch_size = batch_size
+        self.max_tokens = max_tokens
+        self.eval_batch_size = eval_batch_size
+        self.boundaries = boundaries
+        self.collate = PaddedBatchCollator(pad_to_multiple_of)
+        self.loader_options = dict(
+            num_workers=num_workers,
+            pin_memory=pin_memory,
+            persistent_workers=persistent_workers and num_workers > 0,
+        )
+        self.seed = seed
+        self.prepare = prepare
+        self._data: PreparedSequences | None = None
+
+    def prepare_data(self) -> None:
+        if self.prepare is not None and not (self.path / "meta.json").is_file():
+            self.prepare(self.path)
+
+    @property
+    def data(self) -> PreparedSequences:
+        """The loaded dataset (loaded on first use, once per process)."""
+        if self._data is None:
+            self._data = PreparedSequences.load(self.path)
+        return self._data
+
+    @property
+    def num_items(self) -> int:
+        return self.data.num_items
+
+    @property
+    def meta(self) -> dict:
+        return self.data.meta
+
+    def dataset(self, stage: Stage | str) -> WindowDataset:
+        return WindowDataset(self.data, stage, self.max_len)
+
+    def _world(self) -> tuple[int, int]:
+        trainer = self._trainer
+        return (trainer.world_size, trainer.global_rank) if trainer else (1, 0)
+
+    def _loader(self, stage: Stage) -> DataLoader:
+        dataset = self.dataset(stage)
+        world_size, rank = self._world()
+        training = stage is Stage.TRAIN
+        sampler = BucketBatchSampler(
+            dataset.lengths,
+            batch_size=self.batch_size if training else self.eval_batch_size,
+            max_tokens=self.max_tokens if training else None,
+            boundaries=self.boundaries,
+            shuffle=training,
+            seed=self.seed,
+            num_replicas=world_size,
+            rank=rank,
+            even_shards=training,
+        )
+        return DataLoader(
+            dataset, batch_sampler=sampler, collate_fn=self.collate, **self.loader_options
+        )
+
+    def train_dataloader(self) -> DataLoader:
+        return self._loader(Stage.TRAIN)
+
+    def val_dataloader(self) -> DataLoader:
+        return self._loader(Stage.VAL)
+
+    def test_dataloader(self) -> DataLoader:
+        return self._loader(Stage.TEST)

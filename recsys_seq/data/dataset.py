@@ -1,0 +1,166 @@
+"""Prepared sequences held as flat arrays, and per-stage views of input windows over them.
+
+The whole dataset lives in one flat item array plus per-user offsets (the jagged layout), so a
+batch is gathered with a handful of vectorised index operations, never a loop over users.
+A *window* is the slice of a user's history a model reads for one stage:
+
+* train: ``items[:val_index]``, the last ``max_len + 1`` of them; inputs are all but the last,
+  targets are the same slice shifted by one (next-item prediction at every position).
+* val: input ``items[:val_index][-max_len:]``, target ``items[val_index]``.
+* test: input ``items[:test_index][-max_len:]``, target ``items[test_index]``.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import torch
+from torch.utils.data import Dataset
+
+from data_prep import schema
+from recsys_seq.data.batch import JaggedWindows
+
+
+class Stage(str, enum.Enum):
+    TRAIN = "train"
+    VAL = "val"
+    TEST = "test"
+
+
+@dataclass
+class PreparedSequences:
+    """A prepared dataset folder loaded into flat numpy arrays.
+
+    Attributes:
+        items: ``(E,)`` int64, every user's item list concatenated in user order.
+        offsets: ``(U + 1,)`` int64, user u's events are ``items[offsets[u]:offsets[u + 1]]``.
+        users: ``(U,)`` int64 user indices.
+        val_index, test_index: ``(U,)`` int64 positions of the held-out targets, -1 if none.
+        features: side-feature arrays parallel to ``items``.
+        meta: the folder's meta.json.
+    """
+
+    items: np.ndarray
+    offsets: np.ndarray
+    users: np.ndarray
+    val_index: np.ndarray
+    test_index: np.ndarray
+    features: dict[str, np.ndarray]
+    meta: dict
+
+    @classmethod
+    def load(cls, path: str | Path) -> PreparedSequences:
+        path = Path(path)
+        meta_file = path / schema.META_FILE
+        if not meta_file.is_file():
+            raise FileNotFoundError(
+                f"{path} is not a prepared dataset (no {schema.META_FILE}); "
+                "create one with `recsys-prep input=<log> output=<dir>`."
+            )
+        meta = json.loads(meta_file.read_text())
+        if meta.get("schema_version") != schema.SCHEMA_VERSION:
+            raise ValueError(
+                f"{meta_file} has schema version {meta.get('schema_version')}, this version of "
+                f"recsys-seq reads {schema.SCHEMA_VERSION}; prepare the data again."
+            )
+        frame = pl.read_parquet(path / schema.SEQUENCES_FILE).sort(schema.USER)
+        lengths = frame[schema.ITEMS].list.len().to_numpy().astype(np.int64)
+        offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        features = {
+            name: frame[name].explode().to_numpy().astype(np.int64)
+            for name in schema.SIDE_FEATURES
+            if name in frame.columns
+        }
+        return cls(
+            items=frame[schema.ITEMS].explode().to_numpy().astype(np.int64),
+            offsets=offsets,
+            users=frame[schema.USER].to_numpy().astype(np.int64),
+            val_index=frame[schema.VAL_INDEX].fill_null(-1).to_numpy().astype(np.int64),
+            test_index=frame[schema.TEST_INDEX].fill_null(-1).to_numpy().astype(np.int64),
+            features=features,
+            meta=meta,
+        )
+
+    @property
+    def num_items(self) -> int:
+        """Number of real items N (indices 1..N; 0 is PAD)."""
+        return int(self.meta["items"])
+
+    def train_end(self) -> np.ndarray:
+        """``(U,)`` exclusive end of each user's training events: the validation target, else
+        the test target, else the whole history."""
+        end = np.diff(self.offsets)
+        end = np.where(self.test_index >= 0, self.test_index, end)
+        return np.where(self.val_index >= 0, self.val_index, end)
+
+    def train_item_counts(self) -> np.ndarray:
+        """``(N + 1,)`` how often each item occurs in the training events (PAD counts 0)."""
+        position = np.arange(len(self.items)) - np.repeat(self.offsets[:-1], np.diff(self.offsets))
+        in_train = position < np.repeat(self.train_end(), np.diff(self.offsets))
+        return np.bincount(self.items[in_train], minlength=self.num_items + 1)
+
+
+class WindowDataset(Dataset):
+    """One stage's input windows over :class:`PreparedSequences`.
+
+    Indexing by a list of sample indices (``__getitems__``, which the DataLoader uses with a
+    batch sampler) returns :class:`JaggedWindows` gathered in one vectorised step.
+
+    Args:
+        data: the loaded prepared dataset.
+        stage: which windows to expose.
+        max_len: the longest input window a model reads (most recent events are kept).
+    """
+
+    def __init__(self, data: PreparedSequences, stage: Stage | str, max_len: int) -> None:
+        if max_len < 1:
+            raise ValueError(f"max_len must be >= 1, got {max_len}")
+        self.data = data
+        self.stage = Stage(stage)
+        self.max_len = max_len
+        user_start = data.offsets[:-1]
+        if self.stage is Stage.TRAIN:
+            end = data.train_end()  # a window needs one input and one next item
+            keep = end >= 2
+            self.lengths = np.minimum(end - 1, max_len)[keep]
+            self.starts = (user_start + end - 1)[keep] - self.lengths
+        else:
+            end = data.val_index if self.stage is Stage.VAL else data.test_index
+            keep = end >= 1
+            self.lengths = np.minimum(end, max_len)[keep]
+            self.starts = (user_start + end)[keep] - self.lengths
+        self.users = data.users[keep]
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    def __getitem__(self, index: int) -> JaggedWindows:
+        return self.__getitems__([index])
+
+    def __getitems__(self, indices: list[int]) -> JaggedWindows:
+        indices = np.asarray(indices, dtype=np.int64)
+        starts, lengths = self.starts[indices], self.lengths[indices]
+        # flat position of every event of every window: starts repeated, plus 0..len-1
+        first_slot = np.cumsum(lengths) - lengths
+        flat = np.repeat(starts - first_slot, lengths) + np.arange(lengths.sum())
+        items = self.data.items
+        windows = JaggedWindows(
+            items=torch.from_numpy(items[flat]),
+            lengths=torch.from_numpy(lengths),
+            user=torch.from_numpy(self.users[indices]),
+            features={
+                name: torch.from_numpy(values[flat])
+                for name, values in self.data.features.items()
+            },
+        )
+        if self.stage is Stage.TRAIN:
+            windows.next_items = torch.from_numpy(items[flat + 1])
+        else:
+            windows.target = torch.from_numpy(items[starts + lengths])
+        return windows

@@ -1,0 +1,138 @@
+"""Length-bucketed batches with an optional token budget, sharded evenly across DDP ranks.
+
+How an epoch's batches are built (identically on every rank, from ``seed`` and ``epoch``):
+
+1. Each sample goes to the bucket whose ``(lower, upper]`` length range holds it.
+2. Within a bucket the samples are shuffled, then sorted by length inside windows of
+   ``sort_window`` batches, so batch mates have almost equal lengths but differ every epoch.
+3. A bucket is cut into batches of ``batch_size`` samples, or, with ``max_tokens``, of
+   ``max_tokens // longest_in_bucket`` samples, so ``longest_in_batch * batch_size`` never
+   exceeds the budget (a single window longer than the budget forms a batch on its own).
+4. The batch order is shuffled across buckets.
+5. Sharding: rank r takes batches ``r, r + W, r + 2W, ...``. For training the batch list is
+   first padded to a multiple of W by repeating its first batches, so every rank runs the same
+   number of steps (unequal counts hang DDP) and every sample is used each epoch; at most
+   W - 1 batches per epoch are seen twice. For evaluation (``even_shards=False``) nothing is
+   repeated, so every user is counted exactly once; ranks may then run unequal batch counts,
+   which evaluation tolerates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+from torch.utils.data import Sampler
+
+
+def geometric_boundaries(max_len: int, ratio: float = 1.1) -> list[int]:
+    """Bucket upper bounds 1, 2, ..., growing by ``ratio``, ending at ``max_len``.
+
+    Within a bucket the longest window is at most ``ratio`` times the shortest, which bounds
+    padding waste before the in-bucket sort reduces it further.
+    """
+    bounds, upper = [], 1.0
+    while upper < max_len:
+        bounds.append(int(upper))
+        upper = max(upper * ratio, upper + 1)
+    return sorted(set(bounds) | {max_len})
+
+
+class BucketBatchSampler(Sampler[list[int]]):
+    """Yields lists of sample indices, grouped by length; see the module docstring.
+
+    Args:
+        lengths: ``(n,)`` window length of each sample.
+        batch_size: samples per batch (ignored when ``max_tokens`` is set).
+        max_tokens: token budget per batch, ``longest_in_batch * batch_size <= max_tokens``.
+        boundaries: ascending bucket upper bounds; lengths above the last bound share a
+            final bucket. Defaults to :func:`geometric_boundaries` over the longest length.
+        shuffle: shuffle samples and batch order (training); otherwise a fixed order.
+        seed: base seed; the order depends only on ``(seed, epoch)``.
+        num_replicas: world size W.
+        rank: this process's rank.
+        even_shards: repeat batches so every rank gets the same count (training).
+        sort_window: in-bucket sorting window, in batches.
+    """
+
+    def __init__(
+        self,
+        lengths: Sequence[int] | np.ndarray,
+        batch_size: int | None = 128,
+        max_tokens: int | None = None,
+        boundaries: Sequence[int] | None = None,
+        shuffle: bool = True,
+        seed: int = 0,
+        num_replicas: int = 1,
+        rank: int = 0,
+        even_shards: bool = True,
+        sort_window: int = 32,
+    ) -> None:
+        self.lengths = np.asarray(lengths, dtype=np.int64)
+        if max_tokens is None and (batch_size is None or batch_size < 1):
+            raise ValueError("set batch_size >= 1 or max_tokens")
+        if max_tokens is not None and max_tokens < 1:
+            raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
+        if not 0 <= rank < num_replicas:
+            raise ValueError(f"rank {rank} is outside world size {num_replicas}")
+        self.batch_size = batch_size
+        self.max_tokens = max_tokens
+        longest = int(self.lengths.max()) if len(self.lengths) else 1
+        self.boundaries = np.asarray(
+            sorted(boundaries) if boundaries else geometric_boundaries(longest), dtype=np.int64
+        )
+        self.shuffle = shuffle
+        self.seed = seed
+        self.num_replicas = num_replicas
+        self.rank = rank
+        self.even_shards = even_shards
+        self.sort_window = sort_window
+        self.epoch = 0
+        self.bucket_of = np.searchsorted(self.boundaries, self.lengths, side="left")
+        self._bucket_sizes = self._batch_size_per_bucket()
+
+    def set_epoch(self, epoch: int) -> None:
+        """Change the shuffle; Lightning calls this at the start of every training epoch."""
+        self.epoch = epoch
+
+    def _batch_size_per_bucket(self) -> np.ndarray:
+        buckets = len(self.boundaries) + 1
+        if self.max_tokens is None:
+            return np.full(buckets, self.batch_size, dtype=np.int64)
+        longest = np.zeros(buckets, dtype=np.int64)
+        np.maximum.at(longest, self.bucket_of, self.lengths)
+        return np.maximum(self.max_tokens // np.maximum(longest, 1), 1)
+
+    def _all_batches(self) -> list[np.ndarray]:
+        rng = np.random.default_rng([self.seed, self.epoch])
+        noise = rng.random(len(self.lengths)) if self.shuffle else np.zeros(len(self.lengths))
+        order = np.lexsort((noise, self.bucket_of))  # by bucket, random inside a bucket
+        batches: list[np.ndarray] = []
+        bucket_starts = np.searchsorted(self.bucket_of[order], np.arange(len(self._bucket_sizes)))
+        for bucket, members in enumerate(np.split(order, bucket_starts[1:])):
+            if len(members) == 0:
+                continue
+            size = int(self._bucket_sizes[bucket])
+            window = np.arange(len(members)) // (size * self.sort_window)
+            members = members[np.lexsort((self.lengths[members], window))]
+            batches.extend(np.split(members, np.arange(size, len(members), size)))
+        if self.shuffle:
+            batches = [batches[i] for i in rng.permutation(len(batches))]
+        return batches
+
+    def _shard(self, batches: list[np.ndarray]) -> list[np.ndarray]:
+        if self.even_shards and batches:
+            short = -len(batches) % self.num_replicas
+            batches = batches + [batches[i % len(batches)] for i in range(short)]
+        return batches[self.rank :: self.num_replicas]
+
+    def __iter__(self) -> Iterator[list[int]]:
+        for batch in self._shard(self._all_batches()):
+            yield batch.tolist()
+
+    def __len__(self) -> int:
+        counts = np.bincount(self.bucket_of, minlength=len(self._bucket_sizes))
+        total = int((-(-counts // self._bucket_sizes)).sum())
+        if self.even_shards:
+            return -(-total // self.num_replicas)
+        return len(range(self.rank, total, self.num_replicas))

@@ -1,0 +1,5 @@
+"""Ranking metrics whose states are sums and counts, so they are exact under DDP."""
+
+from recsys_seq.metrics.ranking import RankingMetrics, target_rank
+
+__all__ = ["RankingMetrics", "target_rank"]

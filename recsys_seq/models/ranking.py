@@ -1,0 +1,77 @@
+"""Evaluation shared by every recommender: score all items, rank the held-out one, aggregate."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import lightning as L
+import torch
+from torchmetrics import MaxMetric
+
+from recsys_seq.metrics import RankingMetrics, target_rank
+from recsys_seq.metrics.ranking import DEFAULT_KS
+
+MONITOR = "ndcg@10"
+"""The validation metric checkpoints and sweeps optimise (logged as ``val/ndcg@10``)."""
+
+
+class RankingModule(L.LightningModule):
+    """Validation and test for next-item ranking against the full catalogue.
+
+    Subclasses implement :meth:`score_next`. Metrics are logged as ``<prefix><stage>/<name>``,
+    e.g. ``val/ndcg@10`` or ``popularity/test/hr@10``.
+
+    Args:
+        ks: metric cut-offs.
+        exclude_history: score items of the input window ``-inf`` so they cannot be
+            recommended again (a target that is in the window can then never be a hit).
+        metric_prefix: prepended to every logged key (e.g. ``"popularity/"``).
+    """
+
+    def __init__(
+        self,
+        ks: Sequence[int] = DEFAULT_KS,
+        exclude_history: bool = False,
+        metric_prefix: str = "",
+    ) -> None:
+        super().__init__()
+        self.exclude_history = exclude_history
+        self.metric_prefix = metric_prefix
+        self.val_metrics = RankingMetrics(ks)
+        self.test_metrics = RankingMetrics(ks)
+        self.val_best = MaxMetric()
+
+    def score_next(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """``(B, N + 1)`` scores of every item as the next event after each input window."""
+        raise NotImplementedError
+
+    def ranking_scores(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """:meth:`score_next` in float32 with PAD (and optionally the history) at ``-inf``."""
+        scores = self.score_next(batch).float()
+        pad = torch.zeros(1, dtype=torch.long, device=scores.device)
+        scores = scores.index_fill(1, pad, float("-inf"))  # PAD is never a recommendation
+        if self.exclude_history:
+            scores = scores.scatter(1, batch["items"], float("-inf"))  # PAD slots hit column 0
+        return scores
+
+    def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
+        self.val_metrics.update(target_rank(self.ranking_scores(batch), batch["target"]))
+
+    def test_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
+        self.test_metrics.update(target_rank(self.ranking_scores(batch), batch["target"]))
+
+    def _log_stage(self, stage: str, metrics: RankingMetrics) -> dict[str, torch.Tensor]:
+        values = metrics.compute()  # synced across ranks: sums and counts, then means
+        metrics.reset()
+        self.log_dict({f"{self.metric_prefix}{stage}/{k}": v.float() for k, v in values.items()})
+        return values
+
+    def on_validation_epoch_end(self) -> None:
+        values = self._log_stage("val", self.val_metrics)
+        if self.trainer.sanity_checking:
+            return
+        self.val_best(values[MONITOR])
+        self.log(f"{self.metric_prefix}val/best_{MONITOR}", self.val_best.compute().float())
+
+    def on_test_epoch_end(self) -> None:
+        self._log_stage("test", self.test_metrics)

@@ -1,0 +1,96 @@
+"""The LightningModule every trained encoder shares: embeddings, encoder, scorer, loss."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from recsys_seq.data.batch import IGNORE_INDEX
+from recsys_seq.metrics.ranking import DEFAULT_KS
+from recsys_seq.models.ranking import MONITOR, RankingModule
+
+OptimizerFactory = Callable[..., torch.optim.Optimizer]
+SchedulerFactory = Callable[..., torch.optim.lr_scheduler.LRScheduler]
+
+
+class SequentialRecommender(RankingModule):
+    """Next-item recommender: item embeddings -> sequence encoder -> dot-product scores.
+
+    The item table is shared between input and output (tied embeddings), so an item's score
+    for a user is ``<hidden state, item embedding>``. Training is next-item prediction at every
+    real position with full-softmax cross-entropy over all items; PAD targets carry
+    :data:`IGNORE_INDEX` and PAD is never a class a model can predict.
+
+    Args:
+        num_items: N, the number of real items (indices 1..N; 0 is PAD).
+        encoder: maps ``(x (B, T, D), mask (B, T))`` to hidden states ``(B, T, D)``.
+        embedding_dim: D.
+        optimizer: partial optimiser, completed with the parameters (Hydra ``_partial_``).
+        scheduler: optional partial LR scheduler, completed with the optimiser.
+        ks, exclude_history: see :class:`RankingModule`.
+        item_fingerprint: fingerprint of the item vocabulary this model was trained on;
+            evaluation refuses data with a different vocabulary.
+        run_config: the resolved run configuration, stored in checkpoints so that a checkpoint
+            alone rebuilds its model.
+    """
+
+    def __init__(
+        self,
+        num_items: int,
+        encoder: nn.Module,
+        embedding_dim: int = 64,
+        optimizer: OptimizerFactory | None = None,
+        scheduler: SchedulerFactory | None = None,
+        ks: Sequence[int] = DEFAULT_KS,
+        exclude_history: bool = False,
+        item_fingerprint: str | None = None,
+        run_config: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(ks, exclude_history)
+        self.save_hyperparameters(ignore=["encoder", "optimizer", "scheduler"])
+        self.encoder = encoder
+        self.optimizer_factory = optimizer or torch.optim.AdamW
+        self.scheduler_factory = scheduler
+        self.item_embedding = nn.Embedding(num_items + 1, embedding_dim, padding_idx=0)
+        nn.init.normal_(self.item_embedding.weight, std=embedding_dim**-0.5)
+        with torch.no_grad():
+            self.item_embedding.weight[0].zero_()
+
+    def encode(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """``(B, T, D)`` hidden states; position t has seen events ``0..t``."""
+        return self.encoder(self.item_embedding(batch["items"]), batch["mask"])
+
+    def score(self, hidden: torch.Tensor) -> torch.Tensor:
+        """``(..., D)`` -> ``(..., N + 1)`` logits; PAD's column is the dtype's minimum."""
+        logits = hidden @ self.item_embedding.weight.T
+        return logits.index_fill(-1, logits.new_zeros(1, dtype=torch.long), torch.finfo(logits.dtype).min)
+
+    def score_next(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        hidden = self.encode(batch)  # (B, T, D)
+        last = hidden[torch.arange(hidden.shape[0], device=hidden.device), batch["lengths"] - 1]
+        return self.score(last)  # (B, N + 1)
+
+    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        hidden = self.encode(batch)  # (B, T, D)
+        # Scoring PAD positions too (then ignoring them) avoids a data-dependent boolean
+        # gather, i.e. a host-device sync per step; bucketing keeps that waste small.
+        logits = self.score(hidden).flatten(0, 1)  # (B*T, N+1)
+        loss = F.cross_entropy(logits, batch["targets"].flatten(), ignore_index=IGNORE_INDEX)
+        self.log("train/loss", loss, prog_bar=True, batch_size=batch["items"].shape[0])
+        return loss
+
+    def configure_optimizers(self) -> Any:
+        optimizer = self.optimizer_factory(params=self.parameters())
+        if self.scheduler_factory is None:
+            return optimizer
+        return {
+            "optimizer": optimizer,
+            "lr_scheduler": {
+                "scheduler": self.scheduler_factory(optimizer=optimizer),
+                "monitor": f"val/{MONITOR}",
+            },
+        }

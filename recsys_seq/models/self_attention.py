@@ -1,0 +1,115 @@
+"""Self-attention sequence encoder (SASRec-like): causal, padding-safe, learned positions, SDPA.
+
+Why ``is_causal`` alone is key-padding aware here: batches are right-padded (see
+:mod:`recsys_seq.data.batch`), so every key a real query may attend to under the causal mask
+(positions ``<= t``) is itself real. PAD queries do read PAD keys, but PAD outputs are zeroed
+and never reach a loss or a score. This keeps SDPA on its fused causal kernels instead of the
+slower explicit-mask path, and no row is ever fully masked (which would give NaN).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, d_model: int, num_heads: int, dropout: float) -> None:
+        super().__init__()
+        if d_model % num_heads:
+            raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}")
+        self.num_heads = num_heads
+        self.qkv = nn.Linear(d_model, 3 * d_model)
+        self.proj = nn.Linear(d_model, d_model)
+        self.attn_dropout = dropout
+        self.resid_dropout = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, T, D = x.shape
+        q, k, v = self.qkv(x).split(D, dim=2)  # 3 x (B, T, D)
+        q, k, v = (z.view(B, T, self.num_heads, D // self.num_heads).transpose(1, 2) for z in (q, k, v))  # (B, H, T, hd)
+        y = F.scaled_dot_product_attention(
+            q, k, v, is_causal=True, dropout_p=self.attn_dropout if self.training else 0.0
+        )  # (B, H, T, hd)
+        y = y.transpose(1, 2).reshape(B, T, D)  # (B, T, D)
+        return self.resid_dropout(self.proj(y))
+
+
+class FeedForward(nn.Module):
+    def __init__(self, d_model: int, hidden: int, dropout: float) -> None:
+        super().__init__()
+        self.net = nn.Sequential(
+            nn.Linear(d_model, hidden), nn.GELU(), nn.Linear(hidden, d_model), nn.Dropout(dropout)
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+
+class Block(nn.Module):
+    """Pre-norm transformer block."""
+
+    def __init__(self, d_model: int, num_heads: int, ffn_hidden: int, dropout: float) -> None:
+        super().__init__()
+        self.ln_attn = nn.LayerNorm(d_model)
+        self.attn = CausalSelfAttention(d_model, num_heads, dropout)
+        self.ln_ffn = nn.LayerNorm(d_model)
+        self.ffn = FeedForward(d_model, ffn_hidden, dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.attn(self.ln_attn(x))
+        x = x + self.ffn(self.ln_ffn(x))
+        return x
+
+
+class SelfAttentionEncoder(nn.Module):
+    """Maps embedded, right-padded sequences to one hidden state per position.
+
+    The state at position t summarises events ``0..t`` only (causal), so it predicts the item
+    at ``t + 1``; the state at ``lengths - 1`` predicts the next, unseen item.
+
+    Args:
+        d_model: width of the input embeddings and hidden states.
+        max_len: longest sequence (number of learned positions).
+        num_layers: transformer blocks.
+        num_heads: attention heads per block.
+        ffn_multiplier: feed-forward hidden width as a multiple of ``d_model``.
+        dropout: dropout on embeddings, attention weights and residual branches.
+    """
+
+    def __init__(
+        self,
+        d_model: int = 64,
+        max_len: int = 50,
+        num_layers: int = 2,
+        num_heads: int = 2,
+        ffn_multiplier: int = 4,
+        dropout: float = 0.2,
+    ) -> None:
+        super().__init__()
+        self.max_len = max_len
+        self.positions = nn.Embedding(max_len, d_model)
+        self.dropout = nn.Dropout(dropout)
+        self.blocks = nn.ModuleList(
+            Block(d_model, num_heads, ffn_multiplier * d_model, dropout) for _ in range(num_layers)
+        )
+        self.ln_out = nn.LayerNorm(d_model)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """
+        Args:
+            x: ``(B, T, D)`` embedded events, right-padded.
+            mask: ``(B, T)`` bool, True for a real event.
+
+        Returns:
+            ``(B, T, D)`` hidden states; exactly 0 at PAD positions.
+        """
+        T = x.shape[1]
+        if T > self.max_len:
+            raise ValueError(f"sequence length {T} exceeds the encoder's max_len={self.max_len}")
+        keep = mask[..., None].to(x.dtype)  # (B, T, 1)
+        x = self.dropout((x + self.positions.weight[:T]) * keep)  # (B, T, D)
+        for block in self.blocks:
+            x = block(x)
+        return self.ln_out(x) * keep

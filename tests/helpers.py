@@ -1,0 +1,28 @@
+"""Small in-memory datasets for unit tests."""
+
+import numpy as np
+
+from recsys_seq.data import PreparedSequences
+
+
+def sequences(histories: list[list[int]], num_items: int | None = None) -> PreparedSequences:
+    """A leave-one-out PreparedSequences over the given item histories (user u = row u)."""
+    lengths = np.array([len(h) for h in histories], dtype=np.int64)
+    offsets = np.zeros(len(histories) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    items = np.concatenate([np.asarray(h, dtype=np.int64) for h in histories])
+    return PreparedSequences(
+        items=items,
+        offsets=offsets,
+        users=np.arange(len(histories), dtype=np.int64),
+        val_index=lengths - 2,
+        test_index=lengths - 1,
+        features={"category": items % 3 + 1},
+        meta={"items": num_items or int(items.max()), "item_fingerprint": "test"},
+    )
+
+
+def random_histories(n_users: int, num_items: int, max_len: int, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(3, max_len + 1, size=n_users)
+    return [rng.integers(1, num_items + 1, size=n).tolist() for n in lengths]

@@ -1,0 +1,91 @@
+"""Model invariants: padding and batch mates never change a user's output; no peeking ahead."""
+
+import pytest
+import torch
+
+from recsys_seq.data import PaddedBatchCollator, Stage, WindowDataset
+from recsys_seq.models import PopularityRecommender, SelfAttentionEncoder, SequentialRecommender
+from tests.helpers import random_histories, sequences
+
+NUM_ITEMS = 30
+
+
+def sasrec(max_len: int = 16) -> SequentialRecommender:
+    torch.manual_seed(0)
+    encoder = SelfAttentionEncoder(d_model=16, max_len=max_len, num_layers=2, num_heads=2)
+    return SequentialRecommender(NUM_ITEMS, encoder, embedding_dim=16).eval()
+
+
+def eval_batch(histories, indices, pad_to=None, max_len=16):
+    dataset = WindowDataset(sequences(histories, NUM_ITEMS), Stage.TEST, max_len)
+    return PaddedBatchCollator(pad_to)(dataset.__getitems__(list(indices)))
+
+
+@pytest.mark.parametrize("mates", ["alone", "short", "long", "extra_padding"])
+def test_scores_do_not_depend_on_batch_mates_or_padding(mates):
+    histories = [[1, 2, 3, 4, 5, 6], [7, 8, 9], list(range(1, 17))]
+    model = sasrec()
+    with torch.no_grad():
+        alone = model.score_next(eval_batch(histories, [0]))[0]
+        batch = {
+            "alone": eval_batch(histories, [0]),
+            "short": eval_batch(histories, [0, 1]),
+            "long": eval_batch(histories, [2, 0, 1]),
+            "extra_padding": eval_batch(histories, [0], pad_to=16),
+        }[mates]
+        row = batch["user"].tolist().index(0)
+        assert torch.allclose(model.score_next(batch)[row], alone, atol=1e-5)
+
+
+def test_self_attention_cannot_see_the_future():
+    model = sasrec()
+    items = torch.tensor([[3, 5, 7, 9, 11]])
+    mask = torch.ones_like(items, dtype=torch.bool)
+    changed = items.clone()
+    changed[0, 3] = 2
+    with torch.no_grad():
+        before = model.encode({"items": items, "mask": mask})
+        after = model.encode({"items": changed, "mask": mask})
+    assert torch.allclose(before[:, :3], after[:, :3], atol=1e-6)
+    assert not torch.allclose(before[:, 3], after[:, 3])
+
+
+def test_pad_outputs_are_zero_and_pad_gets_no_gradient():
+    model = sasrec().train()
+    histories = random_histories(8, NUM_ITEMS, 12)
+    dataset = WindowDataset(sequences(histories, NUM_ITEMS), Stage.TRAIN, 16)
+    batch = PaddedBatchCollator()(dataset.__getitems__(list(range(len(dataset)))))
+    assert not batch["mask"].all(), "the batch must contain padding for this test to mean anything"
+    hidden = model.encode(batch)
+    assert hidden[~batch["mask"]].abs().max() == 0
+    model.training_step(batch, 0).backward()
+    grad = model.item_embedding.weight.grad
+    assert grad[0].abs().max() == 0
+    assert grad[1:].abs().sum() > 0
+
+
+def test_pad_is_never_ranked():
+    model = sasrec()
+    batch = eval_batch([[1, 2, 3], [4, 5, 6, 7]], [0, 1])
+    with torch.no_grad():
+        scores = model.ranking_scores(batch)
+    assert torch.isneginf(scores[:, 0]).all()
+
+
+def test_history_exclusion_scores_history_minus_infinity():
+    model = sasrec()
+    model.exclude_history = True
+    batch = eval_batch([[1, 2, 3, 4], [5, 6, 7, 8]], [0, 1])
+    with torch.no_grad():
+        scores = model.ranking_scores(batch)
+    assert torch.isneginf(scores.gather(1, batch["items"])).all()
+    assert torch.isfinite(scores[:, 9:]).all()
+
+
+def test_popularity_ranks_by_training_counts():
+    data = sequences([[1, 2, 2, 3, 3], [2, 1, 4, 4]], num_items=4)
+    counts = data.train_item_counts()
+    assert counts.tolist() == [0, 2, 3, 0, 0]  # training events: [1, 2, 2] and [2, 1]
+    baseline = PopularityRecommender(counts)
+    batch = eval_batch([[1, 2, 2, 3, 3], [2, 1, 4, 4]], [0, 1])
+    assert baseline.ranking_scores(batch)[0].argmax().item() == 2
