@@ -50,8 +50,9 @@ def summary(meta: dict[str, Any], output: str) -> None:
     table.add_row("users", f"{meta['users']:,}")
     table.add_row("items", f"{meta['items']:,}")
     table.add_row("events", f"{meta['events']:,}")
-    table.add_row("length p50 / p90 / p95 / p99", f"{q['p50']:g} / {q['p90']:g} / "
-                  f"{q['p95']:g} / {q['p99']:g}")
+    table.add_row(
+        "length p50 / p90 / p95 / p99", f"{q['p50']:g} / {q['p90']:g} / {q['p95']:g} / {q['p99']:g}"
+    )
     table.add_row("length mean / max", f"{q['mean']:.1f} / {q['max']}")
     table.add_row("suggested buckets", ", ".join(map(str, meta["suggested_buckets"])))
     table.add_row("padding waste in buckets", f"{meta['bucket_padding_waste']:.1%}")

@@ -192,8 +192,11 @@ def read_csv(path: Path, fmt: Mapping[str, Any]) -> pl.LazyFrame:
 def _infer_ints(lf: pl.LazyFrame, names: list[str]) -> pl.LazyFrame:
     """Columns split from text are strings; make the all-integer ones Int64 (ids, clocks)."""
     head = lf.head(1000).collect()
-    ints = [n for n in names if head[n].cast(pl.Int64, strict=False).null_count()
-            == head[n].null_count()]
+    ints = [
+        n
+        for n in names
+        if head[n].cast(pl.Int64, strict=False).null_count() == head[n].null_count()
+    ]
     return lf.with_columns(pl.col(n).cast(pl.Int64) for n in ints)
 
 
@@ -218,15 +221,17 @@ def read_user_lines(path: Path, fmt: Mapping[str, Any]) -> pl.LazyFrame:
     sep = fmt.get("separator", " ")
     tokens = pl.col("line").str.strip_chars().str.split(sep)
     lf = (
-        pl.scan_csv(path, separator="\x1f", has_header=False, new_columns=["line"],
-                    quote_char=None)
+        pl.scan_csv(path, separator="\x1f", has_header=False, new_columns=["line"], quote_char=None)
         .filter(pl.col("line").str.strip_chars() != "")
         .select(
             tokens.list.first().alias(schema.RAW_USER),
             tokens.list.slice(1).alias(schema.RAW_ITEM),
         )
-        .with_columns(pl.int_ranges(pl.col(schema.RAW_ITEM).list.len(), dtype=pl.Int64)
-                      .alias(schema.RAW_TIMESTAMP))
+        .with_columns(
+            pl.int_ranges(pl.col(schema.RAW_ITEM).list.len(), dtype=pl.Int64).alias(
+                schema.RAW_TIMESTAMP
+            )
+        )
         .explode([schema.RAW_ITEM, schema.RAW_TIMESTAMP])
     )
     lf = _infer_ints(lf, [schema.RAW_USER, schema.RAW_ITEM])

@@ -103,8 +103,9 @@ def build_plan(raw: pl.LazyFrame, cfg: Mapping[str, Any]) -> Plan:
     if cfg["dedup"] == "consecutive":
         events = events.filter(pl.col(item).ne_missing(pl.col(item).shift(1).over(user)))
     events = (
-        events.filter(per_user >= int(cfg["min_user_events"]))
-        .filter(pl.int_range(pl.len()).over(user) >= per_user - int(cfg["max_len"]))  # most recent
+        events.filter(per_user >= int(cfg["min_user_events"])).filter(
+            pl.int_range(pl.len()).over(user) >= per_user - int(cfg["max_len"])
+        )  # most recent
     )
 
     item_map = (
@@ -128,8 +129,11 @@ def build_plan(raw: pl.LazyFrame, cfg: Mapping[str, Any]) -> Plan:
             .agg(pl.len().alias("_freq"))
             .sort(["_freq", src], descending=[True, False])
             .with_row_index("code", offset=schema.PAD + 1)
-            .select(pl.col("code").cast(pl.Int64), pl.col(src).cast(pl.String).alias("value"),
-                    pl.col(src).alias(src))
+            .select(
+                pl.col("code").cast(pl.Int64),
+                pl.col(src).cast(pl.String).alias("value"),
+                pl.col(src).alias(src),
+            )
         )
         for name, src in features.items()
     }
@@ -198,9 +202,7 @@ def length_quantiles(lengths: pl.Series) -> dict[str, float]:
     }
 
 
-def suggest_buckets(
-    lengths: np.ndarray, max_buckets: int = 8, waste: float = 0.05
-) -> list[int]:
+def suggest_buckets(lengths: np.ndarray, max_buckets: int = 8, waste: float = 0.05) -> list[int]:
     """Length-bucket upper edges minimising padding, by dynamic programming over the histogram.
 
     A bucket ``(a, b]`` pads its sequences to ``b``; its waste is ``sum(b - len)``. For
@@ -265,12 +267,11 @@ def file_sha256(path: Path) -> str:
 
 def fingerprint(cfg: Mapping[str, Any]) -> str:
     """Hash of the input bytes and every option that changes the result (not paths/names)."""
-    relevant = {k: v for k, v in cfg.items() if k not in ("input", "output", "name",
-                                                          "reuse_existing")}
+    relevant = {
+        k: v for k, v in cfg.items() if k not in ("input", "output", "name", "reuse_existing")
+    }
     payload = json.dumps(relevant, sort_keys=True, default=str)
-    return hashlib.sha256(
-        (file_sha256(Path(cfg["input"])) + payload).encode()
-    ).hexdigest()
+    return hashlib.sha256((file_sha256(Path(cfg["input"])) + payload).encode()).hexdigest()
 
 
 def item_fingerprint(original_ids: pl.Series) -> str:
@@ -317,8 +318,7 @@ def prepare(cfg: Mapping[str, Any]) -> dict[str, Any]:
     except pl.exceptions.PolarsError as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise PrepError(
-            f"Could not prepare {cfg['input']} with format {cfg['format'].get('name')!r}: "
-            f"{first}"
+            f"Could not prepare {cfg['input']} with format {cfg['format'].get('name')!r}: {first}"
         ) from None
     seqs = frames["sequences"]
     if seqs.height == 0:
@@ -334,8 +334,9 @@ def prepare(cfg: Mapping[str, Any]) -> dict[str, Any]:
 def make_meta(cfg: Mapping[str, Any], frames: dict[str, pl.DataFrame], fp: str) -> dict[str, Any]:
     seqs, items = frames["sequences"], frames["items"]
     lengths = seqs[schema.ITEMS].list.len()
-    buckets = suggest_buckets(lengths.to_numpy(), int(cfg["max_buckets"]),
-                              float(cfg["bucket_waste"]))
+    buckets = suggest_buckets(
+        lengths.to_numpy(), int(cfg["max_buckets"]), float(cfg["bucket_waste"])
+    )
     vocab = {
         key.split(":", 1)[1]: [PAD_TOKEN, *frame["value"].to_list()]
         for key, frame in frames.items()
@@ -424,14 +425,26 @@ def write_histogram(seqs: pl.DataFrame, meta: Mapping[str, Any], path: Path) -> 
     fig, ax = plt.subplots(figsize=(9, 4.8), dpi=110)
     ax.bar(values, counts, width=1.0, color="#4C72B0", edgecolor="none", label="users")
     ax.set_yscale("log")
-    ax.set_xlim(0, values.max() + 2)
+    ax.set_xlim(0, values.max() * 1.04 + 3)  # room for the last edge label
     ax.set_xlabel("sequence length (events per user, after filtering and truncation)")
     ax.set_ylabel("users (log scale)")
     for i, edge in enumerate(meta[schema.META_BUCKETS]):
-        ax.axvline(edge + 0.5, color="#C44E52", linestyle="--", linewidth=1,
-                   label="suggested bucket edges" if i == 0 else None)
-        ax.annotate(str(edge), (edge + 0.5, 1.0), xycoords=("data", "axes fraction"),
-                    xytext=(2, -12), textcoords="offset points", color="#C44E52", fontsize=8)
+        ax.axvline(
+            edge + 0.5,
+            color="#C44E52",
+            linestyle="--",
+            linewidth=1,
+            label="suggested bucket edges" if i == 0 else None,
+        )
+        ax.annotate(
+            str(edge),
+            (edge + 0.5, 1.0),
+            xycoords=("data", "axes fraction"),
+            xytext=(2, -12),
+            textcoords="offset points",
+            color="#C44E52",
+            fontsize=8,
+        )
     ax.axvline(q["p50"], color="#55A868", linewidth=1.2, label=f"median {q['p50']:g}")
     ax.axvline(q["p95"], color="#8172B2", linewidth=1.2, label=f"p95 {q['p95']:g}")
     ax.set_title(
@@ -439,8 +452,9 @@ def write_histogram(seqs: pl.DataFrame, meta: Mapping[str, Any], path: Path) -> 
         f"{meta['events']:,} events (mean length {q['mean']:.1f})",
         fontsize=11,
     )
-    ax.legend(loc="upper right", bbox_to_anchor=(0.92, 1.0), fontsize=8, frameon=True,
-              framealpha=0.9)
+    ax.legend(
+        loc="upper right", bbox_to_anchor=(0.92, 1.0), fontsize=8, frameon=True, framealpha=0.9
+    )
     ax.grid(axis="y", alpha=0.3, which="major")
     fig.tight_layout()
     fig.savefig(path)

@@ -91,7 +91,7 @@ def generate(cfg: SyntheticConfig = SyntheticConfig()) -> dict[str, np.ndarray]:
     for c in range(n_cats):  # 40 categories, not rows
         rank_in_cat[cat_start[c] : cat_end[c]] = rng.permutation(cat_size[c]) + 1
     pop = rank_in_cat.astype(np.float64) ** -cfg.item_zipf
-    # cumulative popularity shifted by category: item i of category c occupies (c + F(i-1), c + F(i)]
+    # cumulative popularity shifted by category: item i of category c covers (c+F(i-1), c+F(i)]
     pop_norm = pop / np.bincount(item_cat, weights=pop)[item_cat]
     cum = np.cumsum(pop_norm)
     cum_in_cat = cum - np.concatenate([[0.0], cum[cat_end[:-1] - 1]])[item_cat]
@@ -170,7 +170,7 @@ def generate(cfg: SyntheticConfig = SyntheticConfig()) -> dict[str, np.ndarray]:
 
 
 def write_csv_gz(columns: dict[str, np.ndarray], path: Path) -> Path:
-    """Write columns as a gzip CSV with a header, deterministically (no mtime in the gzip header)."""
+    """Write columns as a gzip CSV with a header, deterministically (gzip mtime 0)."""
     names = list(columns)
     buf = io.StringIO()
     buf.write(",".join(names) + "\n")
@@ -180,9 +180,10 @@ def write_csv_gz(columns: dict[str, np.ndarray], path: Path) -> Path:
     buf.write("\n".join(text.tolist()))
     buf.write("\n")
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "wb") as raw, gzip.GzipFile(
-        filename="", mode="wb", fileobj=raw, compresslevel=9, mtime=0
-    ) as gz:
+    with (
+        open(path, "wb") as raw,
+        gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=9, mtime=0) as gz,
+    ):
         gz.write(buf.getvalue().encode())
     return path
 

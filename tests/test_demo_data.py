@@ -42,8 +42,13 @@ def test_generator_is_deterministic_and_log_like():
 def test_bundled_file_is_small_and_has_the_raw_header():
     assert BUNDLED_CLICKS.stat().st_size < 2_000_000
     head = pl.read_csv(BUNDLED_CLICKS, n_rows=5)
-    assert head.columns == [schema.RAW_USER, schema.RAW_ITEM, schema.RAW_TIMESTAMP,
-                            schema.RAW_EVENT, schema.RAW_CATEGORY]
+    assert head.columns == [
+        schema.RAW_USER,
+        schema.RAW_ITEM,
+        schema.RAW_TIMESTAMP,
+        schema.RAW_EVENT,
+        schema.RAW_CATEGORY,
+    ]
 
 
 def test_bundled_prepares_with_expected_counts(demo):

@@ -24,8 +24,12 @@ HEADER = "user_id,item_id,timestamp,event_type,category"
 
 
 def write_log(path: Path, rows: list[tuple], header: str = HEADER) -> Path:
-    text = header + "\n" + "\n".join(",".join("" if v is None else str(v) for v in r)
-                                     for r in rows) + "\n"
+    text = (
+        header
+        + "\n"
+        + "\n".join(",".join("" if v is None else str(v) for v in r) for r in rows)
+        + "\n"
+    )
     if path.suffix == ".gz":
         path.write_bytes(gzip.compress(text.encode()))
     else:
@@ -76,10 +80,17 @@ def test_id_mapping_pad_and_originals(tmp_path):
     back = (
         seqs.select(schema.USER, schema.ITEMS)
         .explode(schema.ITEMS)
-        .join(f["items"].rename({schema.ITEM: schema.ITEMS}), on=schema.ITEMS, how="left",
-              maintain_order="left")
-        .join(f["users"].rename({schema.ORIGINAL_ID: "user_id"}), on=schema.USER,
-              maintain_order="left")
+        .join(
+            f["items"].rename({schema.ITEM: schema.ITEMS}),
+            on=schema.ITEMS,
+            how="left",
+            maintain_order="left",
+        )
+        .join(
+            f["users"].rename({schema.ORIGINAL_ID: "user_id"}),
+            on=schema.USER,
+            maintain_order="left",
+        )
         .group_by("user_id", maintain_order=True)
         .agg(pl.col(schema.ORIGINAL_ID).alias("history"))
     )
@@ -132,8 +143,11 @@ def test_leave_one_out_indices(tmp_path):
         pl.col(schema.ITEMS).list.len().alias("n"), schema.VAL_INDEX, schema.TEST_INDEX
     )
     expected = pl.DataFrame(
-        {"n": [5, 3, 2, 1], schema.VAL_INDEX: [3, 1, None, None],
-         schema.TEST_INDEX: [4, 2, 1, None]},
+        {
+            "n": [5, 3, 2, 1],
+            schema.VAL_INDEX: [3, 1, None, None],
+            schema.TEST_INDEX: [4, 2, 1, None],
+        },
         schema={"n": pl.UInt32, schema.VAL_INDEX: pl.Int64, schema.TEST_INDEX: pl.Int64},
     )
     assert_frame_equal(got, expected)
@@ -176,12 +190,19 @@ def test_side_features_parallel_with_pad_for_unknown(tmp_path):
 
 
 def test_missing_optional_columns_are_skipped(tmp_path):
-    src = write_log(tmp_path / "plain.csv", [(1, 2, 3), (1, 3, 4), (1, 4, 5)],
-                    header="user_id,item_id,timestamp")
+    src = write_log(
+        tmp_path / "plain.csv",
+        [(1, 2, 3), (1, 3, 4), (1, 4, 5)],
+        header="user_id,item_id,timestamp",
+    )
     meta = prepare({"input": src, "output": tmp_path / "out"})
     assert meta[schema.META_SIDE_FEATURES] == {}
     assert pl.read_parquet(tmp_path / "out" / schema.SEQUENCES_FILE).columns == [
-        schema.USER, schema.ITEMS, schema.TIMESTAMPS, schema.VAL_INDEX, schema.TEST_INDEX
+        schema.USER,
+        schema.ITEMS,
+        schema.TIMESTAMPS,
+        schema.VAL_INDEX,
+        schema.TEST_INDEX,
     ]
 
 
@@ -203,8 +224,9 @@ def test_meta_contents_and_fingerprints(tmp_path):
     changed = prepare({"input": tmp_path / "log.csv", "output": tmp_path / "o2", "max_len": 3})
     assert changed[schema.META_FINGERPRINT] != meta[schema.META_FINGERPRINT]
     # item fingerprint changes with the item vocabulary
-    fewer = prepare({"input": tmp_path / "log.csv", "output": tmp_path / "o3",
-                     "min_user_events": 4})
+    fewer = prepare(
+        {"input": tmp_path / "log.csv", "output": tmp_path / "o3", "min_user_events": 4}
+    )
     assert fewer[schema.META_ITEM_FINGERPRINT] != meta[schema.META_ITEM_FINGERPRINT]
 
 
@@ -240,8 +262,9 @@ def test_rerun_replaces_output(tmp_path):
 def test_reuse_existing_skips_same_fingerprint(tmp_path):
     meta, _ = run(tmp_path, ROWS)
     mtime = (tmp_path / "out" / schema.META_FILE).stat().st_mtime_ns
-    again = prepare({"input": tmp_path / "log.csv", "output": tmp_path / "out",
-                     "reuse_existing": True})
+    again = prepare(
+        {"input": tmp_path / "log.csv", "output": tmp_path / "out", "reuse_existing": True}
+    )
     assert again == read_meta(tmp_path / "out")
     assert (tmp_path / "out" / schema.META_FILE).stat().st_mtime_ns == mtime
 
@@ -294,7 +317,8 @@ def test_sasrec_txt_uses_row_order(tmp_path):
     originals = dict(zip(items[schema.ITEM], items[schema.ORIGINAL_ID], strict=True))
     seqs = pl.read_parquet(tmp_path / "out" / schema.SEQUENCES_FILE)
     assert [[originals[i] for i in s] for s in seqs[schema.ITEMS].to_list()] == [
-        [5, 3, 4], [9, 8, 7]
+        [5, 3, 4],
+        [9, 8, 7],
     ]
 
 
@@ -311,8 +335,12 @@ def test_s3rec_lines(tmp_path):
 def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "HYDRA_FULL_ERROR": "0"}
     return subprocess.run(
-        [sys.executable, "-m", "data_prep", *args], cwd=tmp_path, env=env,
-        capture_output=True, text=True, timeout=120,
+        [sys.executable, "-m", "data_prep", *args],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 
