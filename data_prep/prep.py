@@ -16,6 +16,7 @@ import hashlib
 import json
 import os
 import shutil
+import threading
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -414,15 +415,21 @@ def _publish(tmp: Path, out: Path, fp: str, accept_same: bool, tag: str) -> None
 
 def write_histogram(seqs: pl.DataFrame, meta: Mapping[str, Any], path: Path) -> None:
     """Sequence-length histogram, log-scaled counts, suggested bucket edges as vertical lines."""
-    import matplotlib
+    with _PLOT_LOCK:  # matplotlib (its mathtext parser) is not thread-safe
+        _draw_histogram(seqs, meta, path)
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+
+_PLOT_LOCK = threading.Lock()
+
+
+def _draw_histogram(seqs: pl.DataFrame, meta: Mapping[str, Any], path: Path) -> None:
+    from matplotlib.figure import Figure  # no pyplot: no global figure state, any backend
 
     lengths = seqs[schema.ITEMS].list.len().to_numpy()
     values, counts = np.unique(lengths, return_counts=True)
     q = meta["length_quantiles"]
-    fig, ax = plt.subplots(figsize=(9, 4.8), dpi=110)
+    fig = Figure(figsize=(9, 4.8), dpi=110)
+    ax = fig.subplots()
     ax.bar(values, counts, width=1.0, color="#4C72B0", edgecolor="none", label="users")
     ax.set_yscale("log")
     ax.set_xlim(0, values.max() * 1.04 + 3)  # room for the last edge label
@@ -458,4 +465,3 @@ def write_histogram(seqs: pl.DataFrame, meta: Mapping[str, Any], path: Path) -> 
     ax.grid(axis="y", alpha=0.3, which="major")
     fig.tight_layout()
     fig.savefig(path)
-    plt.close(fig)
