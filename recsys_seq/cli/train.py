@@ -41,7 +41,7 @@ def train(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, Any]]:
         cfg.model,
         num_items=datamodule.num_items,
         item_fingerprint=datamodule.meta["item_fingerprint"],
-        run_config=OmegaConf.to_container(cfg, resolve=True),
+        run_config=OmegaConf.to_yaml(cfg, resolve=True),
         _convert_="all",
     )
     callbacks = runs.instantiate_group(cfg.get("callbacks"))

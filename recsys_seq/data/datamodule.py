@@ -88,7 +88,7 @@ class SequenceDataModule(L.LightningDataModule):
         return WindowDataset(self.data, stage, self.max_len)
 
     def _world(self) -> tuple[int, int]:
-        trainer = self._trainer
+        trainer = self.trainer
         return (trainer.world_size, trainer.global_rank) if trainer else (1, 0)
 
     def _loader(self, stage: Stage) -> DataLoader:

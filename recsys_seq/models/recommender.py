@@ -34,8 +34,8 @@ class SequentialRecommender(RankingModule):
         ks, exclude_history: see :class:`RankingModule`.
         item_fingerprint: fingerprint of the item vocabulary this model was trained on;
             evaluation refuses data with a different vocabulary.
-        run_config: the resolved run configuration, stored in checkpoints so that a checkpoint
-            alone rebuilds its model.
+        run_config: the resolved run configuration as YAML, stored in checkpoints so that a
+            checkpoint alone rebuilds its model (a string: it loads with ``weights_only``).
     """
 
     def __init__(
@@ -48,7 +48,7 @@ class SequentialRecommender(RankingModule):
         ks: Sequence[int] = DEFAULT_KS,
         exclude_history: bool = False,
         item_fingerprint: str | None = None,
-        run_config: dict[str, Any] | None = None,
+        run_config: str | None = None,
     ) -> None:
         super().__init__(ks, exclude_history)
         self.save_hyperparameters(ignore=["encoder", "optimizer", "scheduler"])

@@ -90,6 +90,8 @@ class SelfAttentionEncoder(nn.Module):
         super().__init__()
         self.max_len = max_len
         self.positions = nn.Embedding(max_len, d_model)
+        # same scale as the item embeddings, so positions do not drown the items at the start
+        nn.init.normal_(self.positions.weight, std=d_model**-0.5)
         self.dropout = nn.Dropout(dropout)
         self.blocks = nn.ModuleList(
             Block(d_model, num_heads, ffn_multiplier * d_model, dropout) for _ in range(num_layers)
