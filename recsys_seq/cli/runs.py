@@ -57,6 +57,12 @@ def popularity_metrics(
     return metrics
 
 
+def model_name(model: Any) -> str:
+    """A short display name: the encoder's class name without "Encoder"."""
+    encoder = getattr(model, "encoder", model)
+    return type(encoder).__name__.removesuffix("Encoder")
+
+
 def to_floats(metrics: Mapping[str, Any]) -> dict[str, float]:
     return {k: float(v.item() if isinstance(v, torch.Tensor) else v) for k, v in metrics.items()}
 

@@ -67,7 +67,7 @@ def train(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, Any]]:
     metrics["checkpoint"] = best
     if trainer.is_global_zero:
         path = runs.write_results(run_dir, metrics, cfg)
-        runs.print_results(metrics, model_name=cfg.model.encoder._target_.rsplit(".", 1)[-1])
+        runs.print_results(metrics, model_name=runs.model_name(model))
         print(f"Results: {path}\nCheckpoints: {run_dir / 'checkpoints'}")
     return metrics, {"datamodule": datamodule, "model": model, "trainer": trainer}
 

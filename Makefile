@@ -1,0 +1,28 @@
+# Two commands on a fresh machine (Python >= 3.10):
+#   make demo   set up .venv, then prepare + train + evaluate on the bundled click log
+#   make test   set up .venv, then run the test suite
+# TORCH picks the PyTorch build, e.g.
+#   make demo TORCH="torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu"
+PYTHON ?= python3
+VENV ?= .venv
+TORCH ?= torch==2.13.0
+BIN := $(VENV)/bin
+
+.PHONY: setup demo test lint
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet $(TORCH)
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	touch $@
+
+setup: $(VENV)/.installed
+
+demo: setup
+	$(BIN)/recsys-train
+
+test: setup
+	$(BIN)/python -m pytest
+
+lint: setup
+	$(BIN)/ruff check recsys_seq data_prep tests

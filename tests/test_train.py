@@ -1,0 +1,85 @@
+"""End to end through the real conf/: prepare, train, test, evaluate a checkpoint."""
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import open_dict
+
+from data_prep.demo import prepare_demo
+from recsys_seq.cli import runs
+from recsys_seq.cli.evaluate import VocabularyMismatch, evaluate
+from recsys_seq.cli.train import train
+
+
+@pytest.fixture(scope="module")
+def demo_dir(tmp_path_factory) -> Path:
+    return prepare_demo(tmp_path_factory.mktemp("data") / "demo")
+
+
+def compose_config(name: str, run_dir: Path, overrides: list[str]):
+    with initialize_config_dir(runs.CONF_DIR, version_base="1.3"):
+        cfg = compose(name, overrides=overrides, return_hydra_config=True)
+    HydraConfig().set_config(cfg)  # resolves ${hydra:...} as in a real run
+    with open_dict(cfg):
+        cfg.paths.output_dir = str(run_dir)
+        del cfg.hydra
+    return cfg
+
+
+def train_config(run_dir: Path, data_dir: Path, *overrides: str):
+    return compose_config(
+        "train",
+        run_dir,
+        [
+            f"data.path={data_dir}",
+            "data.prepare=null",
+            "callbacks.progress_bar=null",
+            "callbacks.model_summary=null",
+            *overrides,
+        ],
+    )
+
+
+def test_fast_dev_run(tmp_path, demo_dir):
+    cfg = train_config(tmp_path, demo_dir, "debug=fast")
+    metrics, _ = train(cfg)
+    written = json.loads((tmp_path / "metrics.json").read_text())
+    assert written == pytest.approx(metrics)
+    for key in ("test/ndcg@10", "test/hr@1", "test/mrr@20", "popularity/test/ndcg@10"):
+        assert 0.0 <= written[key] <= 1.0, key
+    assert (tmp_path / "config.yaml").is_file()
+
+
+@pytest.mark.slow
+def test_train_then_evaluate_checkpoint(tmp_path, demo_dir):
+    run_dir = tmp_path / "run"
+    cfg = train_config(
+        run_dir, demo_dir, "trainer.max_epochs=2", "trainer.limit_train_batches=5", "logger=csv"
+    )
+    metrics, _ = train(cfg)
+    best = Path(metrics["checkpoint"])
+    assert best.is_file() and (run_dir / "checkpoints" / "last.ckpt").is_file()
+    assert {"val/ndcg@10", "val/best_ndcg@10", "popularity/val/ndcg@10"} <= metrics.keys()
+
+    eval_cfg = compose_config("eval", tmp_path / "eval", [f"ckpt_path={best}"])
+    evaluated, _ = evaluate(eval_cfg)
+    for key, value in metrics.items():
+        if key.startswith("test/"):
+            assert evaluated[key] == pytest.approx(value, abs=1e-6), key
+
+
+def test_eval_refuses_another_item_vocabulary(tmp_path, demo_dir):
+    cfg = train_config(tmp_path / "run", demo_dir, "debug=fast", "callbacks.model_checkpoint=null")
+    _, objects = train(cfg)
+    ckpt = tmp_path / "model.ckpt"
+    objects["trainer"].save_checkpoint(ckpt)
+    payload = torch.load(ckpt, weights_only=True)
+    payload["hyper_parameters"]["item_fingerprint"] = "0" * 64
+    torch.save(payload, ckpt)
+    eval_cfg = compose_config("eval", tmp_path / "eval", [f"ckpt_path={ckpt}"])
+    with pytest.raises(VocabularyMismatch, match="fingerprint"):
+        evaluate(eval_cfg)
