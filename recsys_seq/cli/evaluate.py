@@ -33,6 +33,7 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
 
 def evaluate(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, Any]]:
     """Test the checkpoint ``cfg.ckpt_path``; returns ``(metrics, objects)`` like ``train``."""
+    runs.quiet_console()
     checkpoint = load_checkpoint(cfg.ckpt_path)
     hparams = checkpoint["hyper_parameters"]
     trained = OmegaConf.create(hparams["run_config"])

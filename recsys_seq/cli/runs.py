@@ -4,13 +4,17 @@ and writing and printing results."""
 from __future__ import annotations
 
 import json
+import logging
+import warnings
 from collections.abc import Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import lightning as L
 import torch
 from hydra.utils import instantiate
+from hydra.core.hydra_config import HydraConfig
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
@@ -22,6 +26,31 @@ from recsys_seq.models import PopularityRecommender
 CONF_DIR = str(Path(__file__).resolve().parents[2] / "conf")
 METRICS_FILE = "metrics.json"
 CONFIG_FILE = "config.yaml"
+
+
+LIGHTNING_INFO = logging.getLogger("lightning.pytorch.utilities.rank_zero")
+
+
+def _not_a_tip(record: logging.LogRecord) -> bool:
+    return not str(record.msg).startswith("💡")
+
+
+def quiet_console() -> None:
+    """Drop Lightning's advertising tip and an internal deprecation warning from a run's
+    output; everything else Lightning says is kept. Idempotent."""
+    LIGHTNING_INFO.addFilter(_not_a_tip)
+    warnings.filterwarnings("ignore", message=".*LeafSpec.*is deprecated")
+
+
+@contextmanager
+def lightning_silenced():
+    """Hide Lightning's start-up banner (devices found, ...) for auxiliary trainers."""
+    level = LIGHTNING_INFO.level
+    LIGHTNING_INFO.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        LIGHTNING_INFO.setLevel(level)
 
 
 def instantiate_group(group: DictConfig | None) -> list[Any]:
@@ -41,26 +70,30 @@ def popularity_metrics(
 ) -> dict[str, float]:
     """Validation and test metrics of the most-popular baseline, keyed ``popularity/...``."""
     baseline = PopularityRecommender(datamodule.data.train_item_counts(), ks, exclude_history)
-    trainer = L.Trainer(
-        accelerator="cpu",
-        devices=1,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        use_distributed_sampler=False,
-    )
     metrics: dict[str, float] = {}
-    for run in (trainer.validate, trainer.test):
-        for result in run(baseline, datamodule=datamodule, verbose=False):
-            metrics.update(result)
+    with lightning_silenced():
+        trainer = L.Trainer(
+            accelerator="cpu",
+            devices=1,
+            logger=False,
+            enable_checkpointing=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+            use_distributed_sampler=False,
+        )
+        for run in (trainer.validate, trainer.test):
+            for result in run(baseline, datamodule=datamodule, verbose=False):
+                metrics.update(to_floats(result))
     return metrics
 
 
 def model_name(model: Any) -> str:
-    """A short display name: the encoder's class name without "Encoder"."""
-    encoder = getattr(model, "encoder", model)
-    return type(encoder).__name__.removesuffix("Encoder")
+    """The model's config name (``sasrec``) inside a Hydra run, else the encoder's class."""
+    if HydraConfig.initialized():
+        choice = HydraConfig.get().runtime.choices.get("model")
+        if choice:
+            return choice
+    return type(getattr(model, "encoder", model)).__name__
 
 
 def to_floats(metrics: Mapping[str, Any]) -> dict[str, float]:

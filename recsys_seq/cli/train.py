@@ -34,6 +34,7 @@ def train(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, Any]]:
         ``(metrics, objects)``: the flat metrics written to ``metrics.json`` and the objects
         built on the way (datamodule, model, trainer), for tests and notebooks.
     """
+    runs.quiet_console()
     L.seed_everything(cfg.seed, workers=True)
     run_dir = Path(cfg.paths.output_dir)
     datamodule = runs.build_datamodule(cfg.data)
@@ -58,7 +59,10 @@ def train(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, Any]]:
     best = checkpoint.best_model_path if checkpoint and checkpoint.best_model_path else None
     metrics = runs.to_floats(trainer.callback_metrics)
     metrics = {k: v for k, v in metrics.items() if k.startswith("val/") or k.startswith("train/")}
-    for result in trainer.test(model, datamodule=datamodule, ckpt_path=best, weights_only=True):
+    tested = trainer.test(
+        model, datamodule=datamodule, ckpt_path=best, weights_only=True, verbose=False
+    )
+    for result in tested:
         metrics.update(runs.to_floats(result))
     if cfg.get("baselines"):
         metrics.update(
