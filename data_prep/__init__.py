@@ -10,6 +10,6 @@ Public API::
 """
 
 from data_prep.formats import PrepError, scan
-from data_prep.prep import build_plan, prepare, read_meta
+from data_prep.prep import prepare, read_meta
 
-__all__ = ["PrepError", "build_plan", "prepare", "read_meta", "scan"]
+__all__ = ["PrepError", "prepare", "read_meta", "scan"]

@@ -1,7 +1,8 @@
 """``recsys-prep`` (also ``python -m data_prep``): Hydra front end of :func:`data_prep.prepare`.
 
-User errors (missing file or column, bad option, empty result) exit with status 2 and a
-one-paragraph message on stderr, never a traceback.
+User errors (bad file, value, column or option; nothing left after the filters) exit with
+status 2 and a one-paragraph message on stderr, never a traceback. Progress goes to stderr,
+one line per finished stage; the summary table to stdout.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from data_prep.formats import CONF_DIR, PrepError
 from data_prep.prep import prepare
+from data_prep.progress import console_stages
 from data_prep.synthetic import BUNDLED_CLICKS
 
 DEFAULT_ROOT = Path("data/prepared")
@@ -50,6 +52,8 @@ def summary(meta: dict[str, Any], output: str) -> None:
     table.add_row("users", f"{meta['users']:,}")
     table.add_row("items", f"{meta['items']:,}")
     table.add_row("events", f"{meta['events']:,}")
+    cut = f" (cut {meta['split_cut']})" if meta.get("split_cut") is not None else ""
+    table.add_row("split", f"{meta['split']}{cut}")
     table.add_row(
         "length p50 / p90 / p95 / p99", f"{q['p50']:g} / {q['p90']:g} / {q['p95']:g} / {q['p99']:g}"
     )
@@ -69,7 +73,7 @@ def _main(cfg: DictConfig) -> None:
     plain.pop("hydra", None)
     plain = resolve_paths(plain)
     try:
-        meta = prepare(plain)
+        meta = prepare(plain, stage=console_stages())
     except PrepError as err:
         print(f"recsys-prep: error: {err}", file=sys.stderr)
         sys.exit(2)

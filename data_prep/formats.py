@@ -4,11 +4,14 @@ A *format* is a small mapping (one ``conf/format/<name>.yaml`` each) whose ``rea
 a reader function registered here; the rest are that reader's options. Every reader returns a
 LazyFrame with the canonical columns of :mod:`data_prep.schema`::
 
-    user_id   item_id   timestamp   [event_type]   [category]
+    user_id   item_id   timestamp   [event_type]   [category]   [rating]
 
-``timestamp`` is an integer (unix seconds, or any monotone integer clock); formats without a
-clock (``timestamp: null`` in the mapping) get the file's row order, which is the documented
-order of files like SASRec's ``user item`` lists. A reader builds a plan and never collects.
+``timestamp`` is an integer in the format's ``timestamp_unit`` (s by default; strings and dates
+are converted to it); formats without a clock (``timestamp: null`` in the mapping) get the
+file's row order, which is the documented order of files like SASRec's ``user item`` lists.
+A reader builds a plan and never collects. Before a reader runs, :mod:`data_prep.checks`
+sniffs the file's head (missing, empty, binary, wrong separator, wrong field count) so that
+those errors name the file and line instead of surfacing as a parser error.
 
 Adding a format: write a function ``(path, fmt) -> LazyFrame`` decorated with
 ``@register("name")`` (or reuse ``csv`` with options) and add ``conf/format/<name>.yaml``.
@@ -30,6 +33,7 @@ CANONICAL = (
     schema.RAW_TIMESTAMP,
     schema.RAW_EVENT,
     schema.RAW_CATEGORY,
+    schema.RAW_RATING,
 )
 REQUIRED = (schema.RAW_USER, schema.RAW_ITEM)
 ROW = "_row"  # original row number, the deterministic tie break (added by the prep job)
@@ -48,8 +52,11 @@ CSV_FORMAT: dict[str, Any] = {
     "has_header": True,
     "names": None,
     "columns": {c: c for c in CANONICAL},
+    "null_values": None,
     "timestamp_format": None,
+    "timestamp_unit": "s",
 }
+TIME_UNITS = ("s", "ms", "us", "ns")
 
 
 class PrepError(Exception):
@@ -85,17 +92,31 @@ def scan(path: str | Path, fmt: str | Mapping[str, Any]) -> pl.LazyFrame:
     Raises:
         PrepError: the file does not exist, the reader is unknown, or a mapped column is missing.
     """
+    from data_prep.checks import check_file
+
     fmt = load_format(fmt)
     path = Path(path)
-    if not path.is_file():
-        raise PrepError(f"Input file not found: {path} (format {fmt.get('name', '?')!r}).")
     reader = READERS.get(fmt.get("reader", "csv"))
     if reader is None:
         raise PrepError(
             f"Format {fmt.get('name')!r} names reader {fmt.get('reader')!r}, which does not "
             f"exist; readers: {', '.join(sorted(READERS))}."
         )
+    if fmt.get("timestamp_unit", "s") not in TIME_UNITS:
+        raise PrepError(
+            f"format.timestamp_unit must be one of {', '.join(TIME_UNITS)}, "
+            f"not {fmt.get('timestamp_unit')!r}."
+        )
+    check_file(path, fmt)
     return reader(path, fmt)
+
+
+def has_clock(fmt: Mapping[str, Any]) -> bool:
+    """Whether the format maps a real clock (else the timestamp is the file's row order)."""
+    return (
+        fmt.get("reader") not in ("user_lines",)
+        and (fmt.get("columns") or {}).get(schema.RAW_TIMESTAMP, schema.RAW_TIMESTAMP) is not None
+    )
 
 
 def _select_canonical(lf: pl.LazyFrame, path: Path, fmt: Mapping[str, Any]) -> pl.LazyFrame:
@@ -137,19 +158,26 @@ def _select_canonical(lf: pl.LazyFrame, path: Path, fmt: Mapping[str, Any]) -> p
 
 def _timestamp_expr(lf: pl.LazyFrame, fmt: Mapping[str, Any]) -> pl.Expr:
     """Timestamp as Int64: integers stay, floats truncate, datetimes/strings become unix seconds."""
+    """Timestamp as Int64 in ``timestamp_unit``: integers stay, floats truncate, datetimes and
+    strings become epoch values. Unparseable values become null (not an exception) so that
+    :mod:`data_prep.checks` can report the first offending line instead of a parser error."""
     ts = pl.col(schema.RAW_TIMESTAMP)
+    unit = fmt.get("timestamp_unit", "s")
     dtype = lf.collect_schema()[schema.RAW_TIMESTAMP]
     if dtype == pl.String:
+        numeric = ts.str.strip_chars().cast(pl.Int64, strict=False)
         if fmt.get("timestamp_format"):
-            ts = ts.str.to_datetime(fmt["timestamp_format"], strict=True)
+            parsed = ts.str.to_datetime(fmt["timestamp_format"], strict=False)
         else:
-            ts = ts.str.to_datetime(strict=True)
-        ts = ts.dt.epoch("s")
+            parsed = ts.str.to_datetime(strict=False, time_unit="us")
+        ts = pl.coalesce(numeric, parsed.dt.epoch(unit))
     elif dtype == pl.Date:
-        ts = ts.cast(pl.Datetime("ms")).dt.epoch("s")
+        ts = ts.cast(pl.Datetime("ms")).dt.epoch(unit)
     elif isinstance(dtype, pl.Datetime):
-        ts = ts.dt.epoch("s")
-    return ts.cast(pl.Int64).alias(schema.RAW_TIMESTAMP)
+        ts = ts.dt.epoch(unit)
+    elif dtype.is_float():
+        ts = ts.floor()
+    return ts.cast(pl.Int64, strict=False).alias(schema.RAW_TIMESTAMP)
 
 
 @register("csv")
@@ -198,6 +226,37 @@ def _infer_ints(lf: pl.LazyFrame, names: list[str]) -> pl.LazyFrame:
         if head[n].cast(pl.Int64, strict=False).null_count() == head[n].null_count()
     ]
     return lf.with_columns(pl.col(n).cast(pl.Int64) for n in ints)
+
+
+@register("diginetica")
+def read_diginetica(path: Path, fmt: Mapping[str, Any]) -> pl.LazyFrame:
+    """DIGINETICA train-item-views: ``session_id;user_id;item_id;timeframe;eventdate``.
+
+    ``eventdate`` is a day and ``timeframe`` milliseconds since the session start, so the clock
+    is ``epoch_ms(eventdate) + timeframe`` (``timestamp_unit: ms``). Sessions are the users of
+    session-based recommendation (``user_id`` is mostly ``NA``), so the default mapping uses
+    ``session_id``; map ``user_id: user_id`` for the logged-in users only.
+    """
+    day = pl.col("eventdate").str.to_date("%Y-%m-%d", strict=False).cast(pl.Datetime("ms"))
+    lf = pl.scan_csv(
+        path,
+        separator=fmt.get("separator", ";"),
+        has_header=True,
+        null_values=fmt.get("null_values") or ["NA"],
+        infer_schema_length=10_000,
+    )
+    names = lf.collect_schema().names() if _readable(lf, path, fmt) else []
+    if {"eventdate", "timeframe"} <= set(names):
+        lf = lf.with_columns((day.dt.epoch("ms") + pl.col("timeframe")).alias("_clock"))
+    return _select_canonical(lf, path, fmt)
+
+
+def _readable(lf: pl.LazyFrame, path: Path, fmt: Mapping[str, Any]) -> bool:
+    try:
+        lf.collect_schema()
+    except Exception as err:  # polars raises several error types for unreadable files
+        raise PrepError(f"Could not read {path} as format {fmt.get('name')!r}: {err}") from None
+    return True
 
 
 @register("parquet")

@@ -19,9 +19,25 @@ into those lists, so every split is a view of the same data::
 * Lists are time ordered (ties broken by original row order) and keep the MOST RECENT events.
 * The validation target is ``items[val_index]`` (its input is ``items[:val_index]``), the test
   target is ``items[test_index]`` (input ``items[:test_index]``); training uses
-  ``items[:val_index]`` only. A null index means the user has no such target.
-* Side-feature lists (``category``, ``event``) have the same length as ``items``; their index 0
-  is PAD/unknown too.
+  ``items[:val_index]`` only. A null index means the user has no such target. A target always
+  has at least one input event (an index is never 0).
+* Side-feature lists (``category``, ``event``, ``gap``) have the same length as ``items``; their
+  index 0 is PAD/unknown too. ``gap`` codes the time since the user's previous event in
+  log2-second buckets (code 1 = first event; see ``meta.json`` ``vocab.gap`` for the labels).
+
+Splits (``meta.json`` ``split``):
+
+* ``leave_one_out``: test target = the last event, validation target = the one before it
+  (``test_index = n - 1`` if n >= 2, ``val_index = n - 2`` if n >= 3).
+* ``temporal`` (one global cut time ``split_cut`` in ``meta.json``, in the log's clock unit):
+  every list holds the user's events strictly before the cut, then at most ONE event at/after
+  it, the user's first such event, which is the test target (``test_index = n - 1``, set only
+  when that event exists and n >= 2). The validation target is the last event before the cut
+  (``val_index``, set when it has at least one event before it). Training reads
+  ``items[:val_index]`` (else ``items[:test_index]``, else the whole list), so nothing at or
+  after the cut, and not even the last event before it, reaches training. Users with no
+  event before the cut are dropped (no history to train on or to predict from); later
+  events of a user after the test target are dropped too.
 """
 
 SCHEMA_VERSION = 1
@@ -40,7 +56,7 @@ ITEMS = "items"
 TIMESTAMPS = "timestamps"
 VAL_INDEX = "val_index"
 TEST_INDEX = "test_index"
-SIDE_FEATURES = ("category", "event")
+SIDE_FEATURES = ("category", "event", "gap")
 
 # items.parquet also holds ``category``: the item's most frequent category code (0 = unknown).
 # ``count`` is the item's number of occurrences in the TRAINING part of the sequences
@@ -57,9 +73,12 @@ RAW_ITEM = "item_id"
 RAW_TIMESTAMP = "timestamp"
 RAW_EVENT = "event_type"
 RAW_CATEGORY = "category"
+RAW_RATING = "rating"  # optional; only read by the min_rating filter
 
 # side-feature list in sequences.parquet -> the raw column it is mapped from
+# (``gap`` is derived from the timestamps, not read from a column)
 SIDE_FEATURE_SOURCES = {"category": RAW_CATEGORY, "event": RAW_EVENT}
+DERIVED_SIDE_FEATURES = ("gap",)
 
 # meta.json keys other components read
 META_SCHEMA_VERSION = "schema_version"
@@ -68,3 +87,6 @@ META_ITEM_FINGERPRINT = "item_fingerprint"
 META_SIDE_FEATURES = "side_features"  # {name: vocabulary size including PAD}
 META_VOCAB = "vocab"  # {name: [values]}, list position = code, position 0 is "<pad>"
 META_BUCKETS = "suggested_buckets"  # ascending upper edges of length buckets, last = max length
+META_SPLIT = "split"  # "leave_one_out" | "temporal"
+META_SPLIT_CUT = "split_cut"  # temporal split: the cut time (log clock units), else null
+META_INPUT_SHA256 = "input_sha256"  # hash of the raw input bytes

@@ -16,8 +16,8 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from data_prep import PrepError, prepare, read_meta, schema
-from data_prep import prep as prep_mod
-from data_prep.prep import padding_waste, suggest_buckets
+from data_prep import stats as stats_mod
+from data_prep.stats import padding_waste, suggest_buckets
 
 REPO = Path(__file__).resolve().parents[1]
 HEADER = "user_id,item_id,timestamp,event_type,category"
@@ -174,7 +174,7 @@ def test_dedup_consecutive(tmp_path):
 def test_side_features_parallel_with_pad_for_unknown(tmp_path):
     meta, f = run(tmp_path, ROWS)
     seqs = f["sequences"]
-    for name in schema.SIDE_FEATURES:
+    for name in ("category", "event"):
         assert (seqs[name].list.len() == seqs[schema.ITEMS].list.len()).all()
     vocab = meta[schema.META_VOCAB]
     assert vocab["event"][0] == "<pad>" and vocab["category"][0] == "<pad>"
@@ -242,7 +242,7 @@ def test_atomic_write_failure_keeps_previous_output(tmp_path, monkeypatch):
     def boom(*args, **kwargs):
         raise RuntimeError("disk full (simulated)")
 
-    monkeypatch.setattr(prep_mod, "write_histogram", boom)
+    monkeypatch.setattr(stats_mod, "write_histogram", boom)
     with pytest.raises(RuntimeError, match="simulated"):
         prepare({"input": tmp_path / "log.csv", "output": out, "max_len": 2})
     assert _snapshot(out) == before

@@ -1,0 +1,213 @@
+"""The prep job's steps as lazy Polars transforms (expressions only, no loops over rows).
+
+Each step says whether it is *row-wise* (streamable over the whole log), *per user* (needs all
+of a user's events: run on one user partition at a time, see :mod:`data_prep.job`) or *global*
+(small aggregates over every partition)::
+
+    select_events    row-wise   row number, event-type filter, rating threshold, time window
+    order_and_dedup  per user   time order (timestamp, then row), de-duplication
+    k_core           global     iterate user/item count filters until both hold
+    split_cut        global     the temporal split's cut time
+    trim             per user   k-core members, time-gap codes, temporal trim, last max_len
+    encode           per user   ids and side-feature codes, one row of parallel lists per user
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import polars as pl
+
+from data_prep import schema
+from data_prep.formats import ROW
+
+USER, ITEM, TS = schema.RAW_USER, schema.RAW_ITEM, schema.RAW_TIMESTAMP
+SECONDS = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
+GAP_BUCKETS = 33  # log2-second buckets: 0 s .. ~136 years
+
+
+def select_events(raw: pl.LazyFrame, cfg: Mapping[str, Any]) -> pl.LazyFrame:
+    """Row-wise filters; numbers rows first so ties keep the original file order."""
+    lf = raw.with_row_index(ROW)
+    if cfg["null_ids"] == "drop":
+        lf = lf.drop_nulls([USER, ITEM, TS])
+    if cfg["event_types"]:
+        keep = [str(v) for v in cfg["event_types"]]
+        lf = lf.filter(pl.col(schema.RAW_EVENT).cast(pl.String).is_in(keep))
+    if cfg["min_rating"] is not None:
+        rating = pl.col(schema.RAW_RATING).cast(pl.Float64, strict=False)
+        lf = lf.filter(rating >= float(cfg["min_rating"]))
+    if cfg["start_time"] is not None:
+        lf = lf.filter(pl.col(TS) >= cfg["start_time"])
+    if cfg["end_time"] is not None:
+        lf = lf.filter(pl.col(TS) < cfg["end_time"])
+    return lf
+
+
+def order_and_dedup(lf: pl.LazyFrame, dedup: str) -> pl.LazyFrame:
+    """Per user: time order with deterministic ties, then drop repeats.
+
+    ``consecutive`` drops an event whose item equals the user's previous item; ``all`` keeps
+    only the first occurrence of each (user, item).
+    """
+    lf = lf.sort([USER, TS, ROW])
+    if dedup == "consecutive":
+        new_user = pl.col(USER).ne_missing(pl.col(USER).shift(1))
+        lf = lf.filter(new_user | pl.col(ITEM).ne_missing(pl.col(ITEM).shift(1)))
+    elif dedup == "all":
+        lf = lf.filter(pl.struct(USER, ITEM).is_first_distinct())
+    return lf
+
+
+def k_core(events: pl.LazyFrame, min_user: int, min_item: int) -> tuple[pl.Series, pl.Series]:
+    """Users and items of the iterative k-core: every kept user has >= ``min_user`` events on
+    kept items and every kept item >= ``min_item`` events from kept users.
+
+    Each round recounts both sides over the events of the current members (one streaming
+    pass); it stops when a round removes nobody, so the returned sets satisfy both bounds.
+    """
+    users: pl.Series | None = None
+    items: pl.Series | None = None
+    while True:
+        lf = events
+        if users is not None:
+            lf = lf.filter(pl.col(USER).is_in(users.implode()), pl.col(ITEM).is_in(items.implode()))
+        user_counts, item_counts = pl.collect_all(
+            [lf.group_by(USER).agg(pl.len()), lf.group_by(ITEM).agg(pl.len())],
+            engine="streaming",
+        )
+        kept_users = user_counts.filter(pl.col("len") >= min_user)[USER]
+        kept_items = item_counts.filter(pl.col("len") >= min_item)[ITEM]
+        if kept_users.len() == user_counts.height and kept_items.len() == item_counts.height:
+            return kept_users.sort(), kept_items.sort()
+        users, items = kept_users, kept_items
+
+
+def split_cut(events: pl.LazyFrame, quantile: float) -> int:
+    """The temporal split's cut: the ``quantile`` of all kept events' timestamps."""
+    cut = events.select(pl.col(TS).quantile(quantile, "nearest")).collect(engine="streaming")
+    return int(cut.item())
+
+
+def trim(
+    lf: pl.LazyFrame,
+    users: pl.Series,
+    items: pl.Series,
+    cfg: Mapping[str, Any],
+    cut: int | None,
+) -> pl.LazyFrame:
+    """Per user, on time-ordered events: keep k-core members, code time gaps, apply the
+    temporal split's trim (see :mod:`data_prep.schema`), keep the most recent ``max_len``."""
+    lf = lf.filter(pl.col(USER).is_in(users.implode()), pl.col(ITEM).is_in(items.implode()))
+    if "gap" in cfg["side_features"]:
+        lf = lf.with_columns(gap_code(cfg["format"].get("timestamp_unit", "s")).alias("_gap"))
+    if cut is not None:
+        at_or_after = (pl.col(TS) >= cut).cum_sum().over(USER)
+        lf = lf.filter(
+            (at_or_after == 0) | ((at_or_after == 1) & (pl.col(TS) >= cut)),
+            (pl.col(TS) < cut).any().over(USER),
+        )
+    per_user = pl.len().cast(pl.Int64).over(USER)  # Int64: len() is UInt32, n - max_len < 0
+    return lf.filter(pl.int_range(pl.len()).over(USER) >= per_user - int(cfg["max_len"]))
+
+
+def gap_code(unit: str) -> pl.Expr:
+    """1 for a user's first event, else 2 + floor(log2(seconds since the previous + 1))."""
+    first = pl.col(USER).ne_missing(pl.col(USER).shift(1))
+    seconds = (pl.col(TS) - pl.col(TS).shift(1)) // SECONDS[unit]
+    bucket = (seconds.cast(pl.Float64) + 1).log(2).floor().cast(pl.Int64)
+    return pl.when(first).then(1).otherwise(2 + bucket.clip(0, GAP_BUCKETS - 1))
+
+
+def gap_labels() -> list[str]:
+    """Vocabulary of the gap codes from 1: ``first``, then each bucket's range in seconds."""
+    labels = ["first"]
+    for b in range(GAP_BUCKETS):
+        lo, hi = 2**b - 1, 2 ** (b + 1) - 1
+        labels.append(f"{lo}s" if hi - lo == 1 else f"{lo}-{hi - 1}s")
+    return labels
+
+
+def frequency_codes(counts: pl.DataFrame, key: str, offset: int = schema.PAD + 1) -> pl.DataFrame:
+    """Codes ``offset..`` by descending count, ties by value: (key, code, count)."""
+    return (
+        counts.group_by(key)
+        .agg(pl.col("len").sum())
+        .sort(["len", key], descending=[True, False])
+        .with_row_index("code", offset=offset)
+        .select(key, pl.col("code").cast(pl.Int64), pl.col("len").alias(schema.COUNT))
+    )
+
+
+def encode(
+    lf: pl.LazyFrame,
+    user_ids: pl.Series,
+    first_user: int,
+    item_codes: pl.DataFrame,
+    features: list[str],
+    feature_codes: Mapping[str, pl.DataFrame],
+    cut: int | None,
+) -> pl.LazyFrame:
+    """Per user partition: map ids and side features to codes, one row of lists per user,
+    plus the split indices (leave-one-out when ``cut`` is None, else temporal).
+
+    ``user_ids`` are the partition's original user ids in ascending order; they get indices
+    ``first_user..``; rows of ``lf`` are time ordered per user, so list order is time order.
+    ``features`` are the side-feature lists to build, in output order; ``gap`` comes from the
+    ``_gap`` column made by :func:`trim`, the others through ``feature_codes`` (raw value ->
+    code; unknown/null -> PAD).
+    """
+    index = pl.int_range(first_user, first_user + user_ids.len(), dtype=pl.Int64, eager=True)
+    mapped = [
+        pl.col(USER).replace_strict(user_ids, index, return_dtype=pl.Int64).alias(schema.USER),
+        pl.col(ITEM)
+        .replace_strict(item_codes[ITEM], item_codes["code"], return_dtype=pl.Int64)
+        .alias(schema.ITEM),
+    ]
+    for name in features:
+        if name == "gap":
+            mapped.append(pl.col("_gap").alias(name))
+            continue
+        codes = feature_codes[name]
+        src = codes.columns[0]
+        mapped.append(
+            pl.col(src)
+            .replace_strict(codes[src], codes["code"], default=schema.PAD, return_dtype=pl.Int64)
+            .alias(name)
+        )
+    n = pl.col(schema.ITEMS).list.len()
+    if cut is None:
+        val, test = pl.when(n >= 3).then(n - 2), pl.when(n >= 2).then(n - 1)
+    else:
+        has_test = pl.col(schema.TIMESTAMPS).list.last() >= cut
+        last_before = pl.when(has_test).then(n - 2).otherwise(n - 1)
+        val = pl.when(last_before >= 1).then(last_before)
+        test = pl.when(has_test & (n >= 2)).then(n - 1)
+    return (
+        lf.select(*mapped, TS)
+        .group_by(schema.USER, maintain_order=True)
+        .agg(
+            pl.col(schema.ITEM).alias(schema.ITEMS),
+            pl.col(TS).alias(schema.TIMESTAMPS),
+            *(pl.col(name) for name in features),
+        )
+        .with_columns(
+            val.cast(pl.Int64).alias(schema.VAL_INDEX),
+            test.cast(pl.Int64).alias(schema.TEST_INDEX),
+        )
+        .select(
+            schema.USER,
+            schema.ITEMS,
+            schema.TIMESTAMPS,
+            schema.VAL_INDEX,
+            schema.TEST_INDEX,
+            *features,
+        )
+        .sort(schema.USER)
+    )
+
+
+def train_end() -> pl.Expr:
+    """Exclusive end of the training events: the validation target, else the test target."""
+    return pl.coalesce(schema.VAL_INDEX, schema.TEST_INDEX, pl.col(schema.ITEMS).list.len())
