@@ -117,7 +117,7 @@ def print_results(metrics: Mapping[str, Any], model_name: str, stage: str = "tes
         (k.split("/", 1)[1] for k in metrics if k.startswith(f"{stage}/") and "@" in k),
         key=lambda n: (n.split("@")[0], int(n.split("@")[1])),
     )
-    table = Table(title=f"{stage} metrics (all-item ranking, one held-out item per user)")
+    table = Table(title=f"{stage}: next item ranked against all items")
     table.add_column("metric")
     table.add_column(model_name, justify="right")
     baseline = any(k.startswith("popularity/") for k in metrics)
