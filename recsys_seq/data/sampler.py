@@ -9,11 +9,13 @@ How an epoch's batches are built (identically on every rank, from ``seed`` and `
    ``max_tokens // longest_in_bucket`` samples, so ``longest_in_batch * batch_size`` never
    exceeds the budget (a single window longer than the budget forms a batch on its own).
 4. The batch order is shuffled across buckets.
-5. Sharding: rank r takes batches ``r, r + W, r + 2W, ...``. For training the batch list is
-   first padded to a multiple of W by repeating its first batches, so every rank runs the same
-   number of steps (unequal counts hang DDP) and every sample is used each epoch; at most
-   W - 1 batches per epoch are seen twice. For evaluation (``even_shards=False``) nothing is
-   repeated, so every user is counted exactly once; ranks may then run unequal batch counts,
+5. Sharding: rank r takes batches ``r, r + W, r + 2W, ...``. For training every rank must
+   run the same number of steps (unequal counts hang DDP), so when the batch count is not a
+   multiple of W, the largest batch is split in two, up to W - 1 times. Every sample is
+   then used exactly once per epoch and the ranks' batches stay disjoint. Only when there are
+   fewer samples than the rounded-up batch count (a toy dataset) are the first batches
+   repeated instead. For evaluation (``even_shards=False``) nothing is split or
+   repeated: every user is counted exactly once and ranks may run unequal batch counts,
    which evaluation tolerates.
 """
 
@@ -120,10 +122,20 @@ class BucketBatchSampler(Sampler[list[int]]):
             batches = [batches[i] for i in rng.permutation(len(batches))]
         return batches
 
+    def _even_out(self, batches: list[np.ndarray]) -> list[np.ndarray]:
+        """Make the batch count a multiple of the world size (see the module docstring)."""
+        batches = list(batches)
+        for _ in range(-len(batches) % self.num_replicas):
+            largest = max(range(len(batches)), key=lambda i: len(batches[i]))
+            if len(batches[largest]) < 2:  # fewer samples than ranks: repeat instead
+                short = -len(batches) % self.num_replicas
+                return batches + [batches[i % len(batches)] for i in range(short)]
+            batches[largest : largest + 1] = np.array_split(batches[largest], 2)
+        return batches
+
     def _shard(self, batches: list[np.ndarray]) -> list[np.ndarray]:
         if self.even_shards and batches:
-            short = -len(batches) % self.num_replicas
-            batches = batches + [batches[i % len(batches)] for i in range(short)]
+            batches = self._even_out(batches)
         return batches[self.rank :: self.num_replicas]
 
     def __iter__(self) -> Iterator[list[int]]:

@@ -1,0 +1,72 @@
+"""Properties of the bucket batch sampler over random lengths and world sizes 1-8."""
+
+from collections import Counter
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from recsys_seq.data import BucketBatchSampler
+
+lengths_st = st.lists(st.integers(1, 300), min_size=1, max_size=400)
+world_st = st.integers(1, 8)
+budget_st = st.one_of(st.none(), st.integers(1, 2000))
+
+
+def shards(lengths, world, epoch=0, seed=0, **options):
+    per_rank = []
+    for rank in range(world):
+        sampler = BucketBatchSampler(
+            lengths, seed=seed, num_replicas=world, rank=rank, batch_size=8, **options
+        )
+        sampler.set_epoch(epoch)
+        per_rank.append(list(sampler))
+        assert len(sampler) == len(per_rank[-1])
+    return per_rank
+
+
+@settings(max_examples=150, deadline=None)
+@given(lengths=lengths_st, world=world_st, budget=budget_st)
+def test_training_shards_are_equal_disjoint_and_complete(lengths, world, budget):
+    per_rank = shards(lengths, world, max_tokens=budget)
+    assert len({len(batches) for batches in per_rank}) == 1, "every rank runs the same steps"
+    seen = Counter(i for batches in per_rank for batch in batches for i in batch)
+    assert set(seen) == set(range(len(lengths))), "every sample is used"
+    unsharded = len(BucketBatchSampler(lengths, batch_size=8, max_tokens=budget))
+    if len(lengths) >= -(-unsharded // world) * world:  # enough samples to split batches
+        assert max(seen.values()) == 1, "no sample is used twice (ranks are disjoint)"
+
+
+@settings(max_examples=150, deadline=None)
+@given(lengths=lengths_st, world=world_st)
+def test_evaluation_counts_every_sample_exactly_once(lengths, world):
+    per_rank = shards(lengths, world, shuffle=False, even_shards=False)
+    flat = [i for batches in per_rank for batch in batches for i in batch]
+    assert sorted(flat) == list(range(len(lengths)))
+
+
+@settings(max_examples=150, deadline=None)
+@given(lengths=lengths_st, budget=st.integers(1, 2000))
+def test_token_budget_is_never_exceeded_but_by_a_lone_long_window(lengths, budget):
+    lengths = np.asarray(lengths)
+    for batch in BucketBatchSampler(lengths, max_tokens=budget):
+        slots = len(batch) * lengths[batch].max()
+        assert slots <= budget or len(batch) == 1
+
+
+@settings(max_examples=50, deadline=None)
+@given(lengths=st.lists(st.integers(1, 300), min_size=50, max_size=400), world=world_st)
+def test_order_is_deterministic_per_epoch_and_changes_across_epochs(lengths, world):
+    assert shards(lengths, world, epoch=3) == shards(lengths, world, epoch=3)
+    assert shards(lengths, world, epoch=3) != shards(lengths, world, epoch=4)
+
+
+def test_bucketed_batches_have_near_equal_lengths():
+    rng = np.random.default_rng(0)
+    lengths = np.minimum(rng.pareto(1.2, 20_000).astype(int) + 3, 200)
+    sampler = BucketBatchSampler(lengths, batch_size=128)
+    real = slots = 0
+    for batch in sampler:
+        real += lengths[batch].sum()
+        slots += len(batch) * lengths[batch].max()
+    assert real / slots >= 0.95
