@@ -36,6 +36,7 @@ from data_prep import schema, steps
 
 EVENTS_PER_PART = 4_000_000  # partitions=auto: about this many events per part (~0.5 GB)
 PART = "_part"
+SCRATCH = {"compression": "lz4"}  # scratch parts are read once or twice: favour speed
 
 Stage = Callable[[str], AbstractContextManager]
 
@@ -81,7 +82,7 @@ def run(
     with stage("time order and de-duplication"):
         for k in present:
             steps.order_and_dedup(_scan(work / "raw" / f"{PART}={k}"), cfg["dedup"]).sink_parquet(
-                work / "dedup" / f"{k}.parquet", mkdir=True
+                work / "dedup" / f"{k}.parquet", mkdir=True, **SCRATCH
             )
     deduped = pl.scan_parquet([work / "dedup" / f"{k}.parquet" for k in present])
     with stage("k-core filter"):
@@ -103,7 +104,7 @@ def run(
     with stage("k-core members, split trim, truncation to max_len"):
         for k in present:
             trimmed = steps.trim(_scan(work / "dedup" / f"{k}.parquet"), users, items, cfg, cut)
-            trimmed.sink_parquet(work / "trim" / f"{k}.parquet", mkdir=True)
+            trimmed.sink_parquet(work / "trim" / f"{k}.parquet", mkdir=True, **SCRATCH)
             frame = _scan(work / "trim" / f"{k}.parquet")
             queries = [
                 frame.group_by(steps.ITEM).agg(pl.len()),
@@ -197,7 +198,7 @@ def _partition(events: pl.LazyFrame, parts: int, folder: Path) -> None:
     """Stream the events into parts ``0..parts-1`` by ranges of the sorted distinct user ids."""
     if parts == 1:
         events.with_columns(pl.lit(0).alias(PART)).sink_parquet(
-            pl.PartitionBy(folder, key=PART, include_key=False), mkdir=True
+            pl.PartitionBy(folder, key=PART, include_key=False), mkdir=True, **SCRATCH
         )
         return
     distinct = (
@@ -206,7 +207,7 @@ def _partition(events: pl.LazyFrame, parts: int, folder: Path) -> None:
     bounds = distinct.gather([i * distinct.len() // parts for i in range(1, parts)])
     part = pl.lit(bounds).search_sorted(pl.col(steps.USER), side="right")
     events.with_columns(part.alias(PART)).sink_parquet(
-        pl.PartitionBy(folder, key=PART, include_key=False), mkdir=True
+        pl.PartitionBy(folder, key=PART, include_key=False), mkdir=True, **SCRATCH
     )
 
 
