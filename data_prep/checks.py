@@ -105,8 +105,8 @@ def _check_fields(lines: list[str], path: Path, fmt: Mapping[str, Any]) -> None:
     first = lines[0]
     names = fmt.get("names")
     expected = len(names) if names else len(first.split(sep))
-    if sep not in first and expected > 1:
-        found = [s for s in COMMON_SEPARATORS if s != sep and s in first]
+    found = [s for s in COMMON_SEPARATORS if s != sep and s in first]
+    if sep not in first and (expected > 1 or found):
         hint = f"; it contains {found[0]!r}: set format.separator={found[0]!r}?" if found else ""
         raise PrepError(
             f"{path}, line 1: no {sep!r} separator (format {fmt.get('name')!r} expects "

@@ -183,6 +183,7 @@ def prepare(cfg: Mapping[str, Any], stage=quiet) -> dict[str, Any]:
     """
     cfg = resolve_config(cfg)
     path, out = Path(cfg["input"]), Path(cfg["output"])
+    _remove_stale(out)
     raw = scan(path, cfg["format"])  # checks the file before planning the read
     sha = file_sha256(path)
     fp = fingerprint(cfg, sha)
@@ -261,17 +262,21 @@ def make_meta(
 
 
 def _private_folder(out: Path) -> Path:
-    """A fresh folder next to ``out`` (same file system, so the final rename is atomic);
-    folders left by jobs that died (their pid is gone) are removed first."""
+    """A fresh folder next to ``out`` (same file system, so the final rename is atomic)."""
     out = out.resolve()
     out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.parent / f".{out.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    tmp.mkdir()
+    return tmp
+
+
+def _remove_stale(out: Path) -> None:
+    """Remove private folders left next to ``out`` by jobs that died (their pid is gone)."""
+    out = out.resolve()
     for stale in out.parent.glob(f".{out.name}.tmp-*"):
         pid = stale.name.rsplit(".tmp-", 1)[1].split("-", 1)[0]
         if pid.isdigit() and not _alive(int(pid)):
             shutil.rmtree(stale, ignore_errors=True)
-    tmp = out.parent / f".{out.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    tmp.mkdir()
-    return tmp
 
 
 def _alive(pid: int) -> bool:

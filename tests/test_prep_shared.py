@@ -138,5 +138,5 @@ def test_temporal_split_never_leaks(prepared):
         val.select(pl.col(schema.TIMESTAMPS).list.get(pl.col(schema.VAL_INDEX))).to_series() < cut
     ).all()
     # at most one event at/after the cut per user, and it is the last
-    after = seqs.select((pl.col(schema.TIMESTAMPS).list.eval(pl.element() >= cut).list.sum()))
+    after = seqs.select(pl.col(schema.TIMESTAMPS).list.eval(pl.element() >= cut).list.sum())
     assert after.to_series().max() == 1
