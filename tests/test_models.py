@@ -4,16 +4,28 @@ import pytest
 import torch
 
 from recsys_seq.data import PaddedBatchCollator, Stage, WindowDataset
-from recsys_seq.models import PopularityRecommender, SelfAttentionEncoder, SequentialRecommender
+from recsys_seq.models import (
+    GRUEncoder,
+    PopularityRecommender,
+    SelfAttentionEncoder,
+    SequentialRecommender,
+)
 from tests.helpers import random_histories, sequences
 
 NUM_ITEMS = 30
 
 
-def sasrec(max_len: int = 16) -> SequentialRecommender:
+ENCODERS = {
+    "sasrec": lambda: SelfAttentionEncoder(d_model=16, max_len=16, num_layers=2, num_heads=2),
+    "gru": lambda: GRUEncoder(d_model=16, hidden_size=24, num_layers=2),
+}
+
+
+def make_model(kind: str = "sasrec") -> SequentialRecommender:
     torch.manual_seed(0)
-    encoder = SelfAttentionEncoder(d_model=16, max_len=max_len, num_layers=2, num_heads=2)
-    return SequentialRecommender(NUM_ITEMS, encoder, embedding_dim=16).eval()
+    return SequentialRecommender(NUM_ITEMS, ENCODERS[kind](), embedding_dim=16).eval()
+
+
 
 
 def eval_batch(histories, indices, pad_to=None, max_len=16):
@@ -21,10 +33,11 @@ def eval_batch(histories, indices, pad_to=None, max_len=16):
     return PaddedBatchCollator(pad_to)(dataset.__getitems__(list(indices)))
 
 
+@pytest.mark.parametrize("kind", ENCODERS)
 @pytest.mark.parametrize("mates", ["alone", "short", "long", "extra_padding"])
-def test_scores_do_not_depend_on_batch_mates_or_padding(mates):
+def test_scores_do_not_depend_on_batch_mates_or_padding(kind, mates):
     histories = [[1, 2, 3, 4, 5, 6], [7, 8, 9], list(range(1, 17))]
-    model = sasrec()
+    model = make_model(kind)
     with torch.no_grad():
         alone = model.score_next(eval_batch(histories, [0]))[0]
         batch = {
@@ -38,7 +51,7 @@ def test_scores_do_not_depend_on_batch_mates_or_padding(mates):
 
 
 def test_self_attention_cannot_see_the_future():
-    model = sasrec()
+    model = make_model()
     items = torch.tensor([[3, 5, 7, 9, 11]])
     mask = torch.ones_like(items, dtype=torch.bool)
     changed = items.clone()
@@ -50,8 +63,22 @@ def test_self_attention_cannot_see_the_future():
     assert not torch.allclose(before[:, 3], after[:, 3])
 
 
-def test_pad_outputs_are_zero_and_pad_gets_no_gradient():
-    model = sasrec().train()
+def test_gru_equals_an_unbatched_run_per_sequence():
+    model = make_model("gru")
+    histories = random_histories(6, NUM_ITEMS, 12, seed=1)
+    batch = eval_batch(histories, range(6))
+    with torch.no_grad():
+        batched = model.encode(batch)
+        for row, length in enumerate(batch["lengths"].tolist()):
+            x = model.item_embedding(batch["items"][row : row + 1, :length])
+            alone, _ = model.encoder.gru(x)
+            expected = model.encoder.out(alone)[0]
+            assert torch.allclose(batched[row, :length], expected, atol=1e-6)
+
+
+@pytest.mark.parametrize("kind", ENCODERS)
+def test_pad_outputs_are_zero_and_pad_gets_no_gradient(kind):
+    model = make_model(kind).train()
     histories = random_histories(8, NUM_ITEMS, 12)
     dataset = WindowDataset(sequences(histories, NUM_ITEMS), Stage.TRAIN, 16)
     batch = PaddedBatchCollator()(dataset.__getitems__(list(range(len(dataset)))))
@@ -65,7 +92,7 @@ def test_pad_outputs_are_zero_and_pad_gets_no_gradient():
 
 
 def test_pad_is_never_ranked():
-    model = sasrec()
+    model = make_model()
     batch = eval_batch([[1, 2, 3], [4, 5, 6, 7]], [0, 1])
     with torch.no_grad():
         scores = model.ranking_scores(batch)
@@ -73,7 +100,7 @@ def test_pad_is_never_ranked():
 
 
 def test_history_exclusion_scores_history_minus_infinity():
-    model = sasrec()
+    model = make_model()
     model.exclude_history = True
     batch = eval_batch([[1, 2, 3, 4], [5, 6, 7, 8]], [0, 1])
     with torch.no_grad():

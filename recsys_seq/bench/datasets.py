@@ -1,0 +1,56 @@
+"""The real public datasets benchmarks and quality runs use, and how to prepare each."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from data_prep import prepare
+
+SHARED_DATA_ENV = "RECSYS_SEQ_DATA"
+
+
+@dataclass(frozen=True)
+class SharedDataset:
+    name: str
+    file: str  # relative to the shared data folder
+    format: str
+    max_len: int  # the window length published results use on this data
+
+
+SHARED_DATASETS = (
+    SharedDataset("s3rec_beauty", "s3rec/Beauty.txt", "s3rec_txt", 50),
+    SharedDataset("s3rec_sports", "s3rec/Sports_and_Outdoors.txt", "s3rec_txt", 50),
+    SharedDataset("s3rec_toys", "s3rec/Toys_and_Games.txt", "s3rec_txt", 50),
+    SharedDataset("s3rec_yelp", "s3rec/Yelp.txt", "s3rec_txt", 50),
+    SharedDataset("s3rec_lastfm", "s3rec/LastFM.txt", "s3rec_txt", 50),
+    SharedDataset("sasrec_games", "sasrec/Video.txt", "sasrec_txt", 50),
+    SharedDataset("bert4rec_beauty", "bert4rec/beauty.txt", "sasrec_txt", 50),
+    SharedDataset("taobao", "taobao/UserBehavior_head_814users.csv", "taobao", 50),
+    SharedDataset("ml_100k", "movielens-100k/u.data", "movielens_100k", 200),
+    SharedDataset("ml_latest_small", "movielens-latest-small/ratings.csv", "movielens_csv", 200),
+    SharedDataset("ml_1m", "movielens-1m/ratings_users0001-2999.dat.gz", "movielens_dat", 200),
+)
+
+
+def shared_data_dir() -> Path:
+    """``$RECSYS_SEQ_DATA``, else ``../shared/data`` beside the repository."""
+    default = Path(__file__).resolve().parents[3] / "shared" / "data"
+    return Path(os.environ.get(SHARED_DATA_ENV, default))
+
+
+def prepared(dataset: SharedDataset, cache: Path) -> Path:
+    """Prepare ``dataset`` into ``cache/<name>`` once (reused while input and config match)."""
+    output = cache / dataset.name
+    prepare(
+        {
+            "name": dataset.name,
+            "input": str(shared_data_dir() / dataset.file),
+            "output": str(output),
+            "format": dataset.format,
+            "max_len": 200,
+            "reuse_existing": True,
+        }
+    )
+    return output

@@ -1,0 +1,136 @@
+"""How much of each batch is padding, and what that costs a training step.
+
+For every dataset and batching strategy, one training epoch of windows is batched and
+measured:
+
+* ``padding_efficiency``: real tokens / tensor slots over the epoch,
+* ``batches_per_s``: the DataLoader alone (gather + collate, one process),
+* ``sequences_per_s`` / ``tokens_per_s``: self-attention training steps (forward, full-softmax
+  loss, backward, AdamW) over a sample of the epoch's batches, counting real windows/targets,
+* ``loader_share``: loader time / (loader + step time).
+
+Strategies: ``fixed_max_len`` pads every batch to the global max_len (what RecBole and
+SASRec.pytorch do), ``random_dynamic`` pads random batches to their own longest, ``bucketed``
+uses :class:`BucketBatchSampler` with a fixed batch size, ``bucketed_token_budget`` with a
+token budget equal to the fixed strategy's slots per batch (``batch_size x max_len``), i.e. the
+same memory per step.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+import torch
+from torch.utils.data import BatchSampler, DataLoader, RandomSampler
+
+from recsys_seq.bench.datasets import SHARED_DATASETS, prepared
+from recsys_seq.bench.report import print_rows, write_rows
+from recsys_seq.data import BucketBatchSampler, PaddedBatchCollator, PreparedSequences, Stage
+from recsys_seq.data import WindowDataset
+from recsys_seq.models import SelfAttentionEncoder, SequentialRecommender
+
+STRATEGIES = ("fixed_max_len", "random_dynamic", "bucketed", "bucketed_token_budget")
+
+
+def loader(dataset: WindowDataset, strategy: str, batch_size: int, seed: int) -> DataLoader:
+    generator = torch.Generator().manual_seed(seed)
+    random_batches = BatchSampler(RandomSampler(dataset, generator=generator), batch_size, False)
+    samplers = {
+        "fixed_max_len": random_batches,
+        "random_dynamic": random_batches,
+        "bucketed": BucketBatchSampler(dataset.lengths, batch_size=batch_size, seed=seed),
+        "bucketed_token_budget": BucketBatchSampler(
+            dataset.lengths, max_tokens=batch_size * dataset.max_len, seed=seed
+        ),
+    }
+    pad_to = dataset.max_len if strategy == "fixed_max_len" else None
+    return DataLoader(
+        dataset, batch_sampler=samplers[strategy], collate_fn=PaddedBatchCollator(pad_to)
+    )
+
+
+def train_step_rate(
+    batches: list[dict[str, torch.Tensor]], num_items: int, max_len: int, budget_s: float
+) -> tuple[float, float, float]:
+    """Sequences/s, real tokens/s and seconds per step of SASRec training on ``batches``."""
+    torch.manual_seed(0)
+    encoder = SelfAttentionEncoder(d_model=64, max_len=max_len, num_layers=2, num_heads=2)
+    model = SequentialRecommender(num_items, encoder, embedding_dim=64)
+    model.log = lambda *args, **kwargs: None  # no Trainer here: measure the step itself
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+
+    def step(batch):
+        optimizer.zero_grad(set_to_none=True)
+        model.training_step(batch, 0).backward()
+        optimizer.step()
+
+    for batch in batches[:2]:  # warm-up
+        step(batch)
+    sequences = tokens = steps = 0
+    start = time.perf_counter()
+    for batch in batches[2:]:
+        step(batch)
+        sequences += batch["items"].shape[0]
+        tokens += int(batch["lengths"].sum())
+        steps += 1
+        if time.perf_counter() - start > budget_s:
+            break
+    elapsed = time.perf_counter() - start
+    return sequences / elapsed, tokens / elapsed, elapsed / max(steps, 1)
+
+
+def measure(
+    name: str, path: Path, max_len: int, batch_size: int, budget_s: float, strategies: Iterable[str]
+) -> list[dict]:
+    data = PreparedSequences.load(path)
+    dataset = WindowDataset(data, Stage.TRAIN, max_len)
+    rows = []
+    for strategy in strategies:
+        start = time.perf_counter()
+        batches = list(loader(dataset, strategy, batch_size, seed=0))
+        load_s = time.perf_counter() - start
+        real = sum(int(b["lengths"].sum()) for b in batches)
+        slots = sum(b["items"].numel() for b in batches)
+        seq_s, tok_s, step_s = train_step_rate(batches, data.num_items, max_len, budget_s)
+        load_per_batch = load_s / len(batches)
+        rows.append(
+            {
+                "dataset": name,
+                "strategy": strategy,
+                "max_len": max_len,
+                "batches": len(batches),
+                "padding_efficiency": real / slots,
+                "batches_per_s": len(batches) / load_s,
+                "sequences_per_s": seq_s,
+                "tokens_per_s": tok_s,
+                "loader_share": load_per_batch / (load_per_batch + step_s),
+            }
+        )
+        print_rows(rows[-1:], title=None, header=len(rows) == 1)
+    return rows
+
+
+def run(
+    output: str | None = None,
+    datasets: str | None = None,
+    cache: str = "data/prepared",
+    batch_size: int = 128,
+    budget_s: float = 15.0,
+    strategies: str = ",".join(STRATEGIES),
+) -> list[dict]:
+    """Run the benchmark; ``datasets`` is a comma-separated subset of the shared names."""
+    wanted = set(datasets.split(",")) if datasets else None
+    rows: list[dict] = []
+    for dataset in SHARED_DATASETS:
+        if wanted and dataset.name not in wanted:
+            continue
+        path = prepared(dataset, Path(cache))
+        rows += measure(
+            dataset.name, path, dataset.max_len, batch_size, budget_s, strategies.split(",")
+        )
+    print_rows(rows, title="padding and throughput (CPU, SASRec d=64, 2 layers, full softmax)")
+    if output:
+        write_rows(rows, output)
+    return rows

@@ -1,0 +1,34 @@
+"""Printing benchmark rows as a table and writing them as JSON."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+
+def _cell(value) -> str:
+    if isinstance(value, float):
+        return f"{value:.3f}" if value < 10 else f"{value:,.0f}"
+    return str(value)
+
+
+def print_rows(rows: list[dict], title: str | None, header: bool = True) -> None:
+    if not rows:
+        return
+    table = Table(title=title, show_header=header)
+    for key in rows[0]:
+        table.add_column(key, justify="left" if isinstance(rows[0][key], str) else "right")
+    for row in rows:
+        table.add_row(*(_cell(v) for v in row.values()))
+    Console().print(table)
+
+
+def write_rows(rows: list[dict], output: str | Path) -> Path:
+    path = Path(output)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(rows, indent=2) + "\n")
+    print(f"Rows: {path}")
+    return path
