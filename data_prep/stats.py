@@ -121,12 +121,12 @@ def _draw_histogram(lengths: pl.Series, meta: Mapping[str, Any], path: Path) -> 
     ax.axvline(q["p50"], color="#55A868", linewidth=1.2, label=f"median {q['p50']:g}")
     ax.axvline(q["p95"], color="#8172B2", linewidth=1.2, label=f"p95 {q['p95']:g}")
     ax.set_title(
-        f"{meta['name']}: {meta['users']:,} users, {meta['items']:,} items, "
+        f"{meta['name']}\n{meta['users']:,} users, {meta['items']:,} items, "
         f"{meta['events']:,} events (mean length {q['mean']:.1f})",
         fontsize=11,
     )
-    ax.legend(
-        loc="upper right", bbox_to_anchor=(0.92, 1.0), fontsize=8, frameon=True, framealpha=0.9
+    ax.legend(  # outside the axes: inside it would hide bucket-edge labels
+        loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False
     )
     ax.grid(axis="y", alpha=0.3, which="major")
     fig.tight_layout()
