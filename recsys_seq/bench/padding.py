@@ -108,8 +108,12 @@ def measure(
                 "loader_share": load_per_batch / (load_per_batch + step_s),
             }
         )
-        print_rows(rows[-1:], title=None, header=len(rows) == 1)
+        print(", ".join(f"{k}={_short(v)}" for k, v in rows[-1].items()), flush=True)
     return rows
+
+
+def _short(value) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
 def run(

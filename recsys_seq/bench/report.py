@@ -16,6 +16,7 @@ def _cell(value) -> str:
 
 
 def print_rows(rows: list[dict], title: str | None, header: bool = True) -> None:
+    """A rich table, wide enough for every column even when output is not a terminal."""
     if not rows:
         return
     table = Table(title=title, show_header=header)
@@ -23,7 +24,7 @@ def print_rows(rows: list[dict], title: str | None, header: bool = True) -> None
         table.add_column(key, justify="left" if isinstance(rows[0][key], str) else "right")
     for row in rows:
         table.add_row(*(_cell(v) for v in row.values()))
-    Console().print(table)
+    Console(width=200).print(table)
 
 
 def write_rows(rows: list[dict], output: str | Path) -> Path:
