@@ -19,7 +19,11 @@ def test_train_windows_shift_by_one_and_stop_before_validation():
     # user 0: train events [7, 3, 9] -> inputs [7, 3], next items [3, 9]
     assert b["items"].tolist() == [[7, 3, 0, 0], [5, 0, 0, 0], [2, 6, 1, 5]]
     ignore = IGNORE_INDEX
-    assert b["targets"].tolist() == [[3, 9, ignore, ignore], [8, ignore, ignore, ignore], [6, 1, 5, 9]]
+    assert b["targets"].tolist() == [
+        [3, 9, ignore, ignore],
+        [8, ignore, ignore, ignore],
+        [6, 1, 5, 9],
+    ]
     assert b["lengths"].tolist() == [2, 1, 4]
 
 

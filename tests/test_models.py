@@ -26,8 +26,6 @@ def make_model(kind: str = "sasrec") -> SequentialRecommender:
     return SequentialRecommender(NUM_ITEMS, ENCODERS[kind](), embedding_dim=16).eval()
 
 
-
-
 def eval_batch(histories, indices, pad_to=None, max_len=16):
     dataset = WindowDataset(sequences(histories, NUM_ITEMS), Stage.TEST, max_len)
     return PaddedBatchCollator(pad_to)(dataset.__getitems__(list(indices)))

@@ -45,12 +45,21 @@ def train_config(run_dir: Path, data_dir: Path, *overrides: str):
 
 
 def test_fast_dev_run(tmp_path, demo_dir):
-    cfg = train_config(tmp_path, demo_dir, "debug=fast")
+    cfg = train_config(tmp_path, demo_dir, "debug=fast", "data.sampled_negatives=100")
     metrics, _ = train(cfg)
     written = json.loads((tmp_path / "metrics.json").read_text())
     assert written == pytest.approx(metrics)
-    for key in ("test/ndcg@10", "test/hr@1", "test/mrr@20", "popularity/test/ndcg@10"):
+    for key in (
+        "test/ndcg@10",
+        "test/hr@1",
+        "test/mrr@20",
+        "popularity/test/ndcg@10",
+        "test/sampled100/ndcg@10",
+        "popularity/test/sampled100/hr@10",
+    ):
         assert 0.0 <= written[key] <= 1.0, key
+    # 100 candidates are far easier than 2,000: the sampled figure must be the larger one
+    assert written["popularity/test/sampled100/hr@10"] > written["popularity/test/hr@10"]
     assert (tmp_path / "config.yaml").is_file()
 
 

@@ -27,8 +27,13 @@ from torch.utils.data import BatchSampler, DataLoader, RandomSampler
 
 from recsys_seq.bench.datasets import SHARED_DATASETS, prepared
 from recsys_seq.bench.report import print_rows, write_rows
-from recsys_seq.data import BucketBatchSampler, PaddedBatchCollator, PreparedSequences, Stage
-from recsys_seq.data import WindowDataset
+from recsys_seq.data import (
+    BucketBatchSampler,
+    PaddedBatchCollator,
+    PreparedSequences,
+    Stage,
+    WindowDataset,
+)
 from recsys_seq.models import SelfAttentionEncoder, SequentialRecommender
 
 STRATEGIES = ("fixed_max_len", "random_dynamic", "bucketed", "bucketed_token_budget")

@@ -1,7 +1,7 @@
 """recsys-bench <task> [key=value ...]: benchmarks that print a table and write JSON rows.
 
-    recsys-bench padding output=outputs/bench/padding.json datasets=s3rec_beauty,ml_1m
-    recsys-bench prep output=outputs/bench/prep.json
+recsys-bench padding output=outputs/bench/padding.json datasets=s3rec_beauty,ml_1m
+recsys-bench prep output=outputs/bench/prep.json
 """
 
 from __future__ import annotations

@@ -61,7 +61,9 @@ def evaluate(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, Any]]:
         metrics.update(runs.to_floats(result))
     if cfg.get("baselines"):
         metrics.update(
-            runs.popularity_metrics(datamodule, list(trained.model.ks), trained.model.exclude_history)
+            runs.popularity_metrics(
+                datamodule, list(trained.model.ks), trained.model.exclude_history
+            )
         )
     metrics["checkpoint"] = str(cfg.ckpt_path)
     return metrics, {"datamodule": datamodule, "model": model, "trainer": trainer}

@@ -13,8 +13,8 @@ from typing import Any
 
 import lightning as L
 import torch
-from hydra.utils import instantiate
 from hydra.core.hydra_config import HydraConfig
+from hydra.utils import instantiate
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 from rich.console import Console

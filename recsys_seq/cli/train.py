@@ -1,8 +1,8 @@
 """recsys-train: prepare (if needed), train, test with the best checkpoint, compare baselines.
 
-    recsys-train                                  # the bundled demo log, end to end
-    recsys-train data.path=<prepared dir> model=sasrec trainer.max_epochs=50
-    recsys-train -m model.encoder.num_layers=1,2  # a Hydra sweep
+recsys-train                                  # the bundled demo log, end to end
+recsys-train data.path=<prepared dir> model=sasrec trainer.max_epochs=50
+recsys-train -m model.encoder.num_layers=1,2  # a Hydra sweep
 """
 
 from __future__ import annotations

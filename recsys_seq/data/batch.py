@@ -14,6 +14,7 @@ A batch is a dict of tensors. For three users with 3, 1 and 2 input items (``-10
   a multiple of ``pad_to_multiple_of``). PAD is item 0 and feature value 0.
 * ``targets[b, t]`` is the item that follows ``items[b, t]`` (training); ``target[b]`` is the
   held-out item after the whole window (validation/test). ``user`` is the user index.
+  ``negatives`` (eval, optional) holds fixed sampled candidates for sampled metrics.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ class JaggedWindows:
         next_items: ``(T,)`` long, the item following each input item, or None (eval).
         target: ``(B,)`` long held-out item after each window, or None (train).
         features: side features, each ``(T,)`` long, parallel to ``items``.
+        negatives: ``(B, n)`` long fixed negative candidates for sampled metrics, or None.
     """
 
     items: torch.Tensor
@@ -45,6 +47,7 @@ class JaggedWindows:
     next_items: torch.Tensor | None = None
     target: torch.Tensor | None = None
     features: dict[str, torch.Tensor] | None = None
+    negatives: torch.Tensor | None = None
 
 
 def padding_mask(lengths: torch.Tensor, max_len: int) -> torch.Tensor:
@@ -90,6 +93,8 @@ class PaddedBatchCollator:
             batch["targets"] = to_padded_dense(windows.next_items, mask, fill=IGNORE_INDEX)
         if windows.target is not None:
             batch["target"] = windows.target
+        if windows.negatives is not None:
+            batch["negatives"] = windows.negatives
         for name, values in (windows.features or {}).items():
             batch[name] = to_padded_dense(values, mask)
         return batch

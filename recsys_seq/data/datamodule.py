@@ -29,6 +29,11 @@ class SequenceDataModule(L.LightningDataModule):
         pad_to_multiple_of: round padded lengths up (e.g. 8 on GPUs).
         num_workers, pin_memory, persistent_workers: DataLoader options.
         seed: shuffle seed (combined with the epoch).
+        sampled_negatives: also evaluate against this many fixed sampled negatives per user
+            (reported as ``<stage>/sampled<n>/...``); 0 for all-item ranking only.
+        negatives_from: ``uniform`` or ``popularity`` negative sampling.
+        negatives_seed: seed of the fixed negatives (kept apart from ``seed`` so that
+            every model and training seed faces the same candidates).
         prepare: called as ``prepare(path)`` when ``path`` holds no prepared dataset yet
             (the bundled demo uses this to prepare itself on first use).
     """
@@ -46,6 +51,9 @@ class SequenceDataModule(L.LightningDataModule):
         pin_memory: bool = False,
         persistent_workers: bool = False,
         seed: int = 0,
+        sampled_negatives: int = 0,
+        negatives_from: str = "uniform",
+        negatives_seed: int = 0,
         prepare: Callable[[Path], object] | None = None,
     ) -> None:
         super().__init__()
@@ -62,6 +70,11 @@ class SequenceDataModule(L.LightningDataModule):
             persistent_workers=persistent_workers and num_workers > 0,
         )
         self.seed = seed
+        self.negatives = dict(
+            sampled_negatives=sampled_negatives,
+            negatives_from=negatives_from,
+            negatives_seed=negatives_seed,
+        )
         self.prepare = prepare
         self._data: PreparedSequences | None = None
 
@@ -81,11 +94,16 @@ class SequenceDataModule(L.LightningDataModule):
         return self.data.num_items
 
     @property
+    def sampled_negatives(self) -> int:
+        """Fixed negatives per user in evaluation batches (0: all-item ranking only)."""
+        return self.negatives["sampled_negatives"]
+
+    @property
     def meta(self) -> dict:
         return self.data.meta
 
     def dataset(self, stage: Stage | str) -> WindowDataset:
-        return WindowDataset(self.data, stage, self.max_len)
+        return WindowDataset(self.data, stage, self.max_len, **self.negatives)
 
     def _world(self) -> tuple[int, int]:
         trainer = self.trainer

@@ -24,6 +24,7 @@ from torch.utils.data import Dataset
 
 from data_prep import schema
 from recsys_seq.data.batch import JaggedWindows
+from recsys_seq.data.negatives import DISTRIBUTIONS, sample_negatives
 
 
 class Stage(str, enum.Enum):
@@ -99,6 +100,11 @@ class PreparedSequences:
         end = np.where(self.test_index >= 0, self.test_index, end)
         return np.where(self.val_index >= 0, self.val_index, end)
 
+    def history_keys(self) -> np.ndarray:
+        """Sorted unique ``user * (N + 1) + item`` over all events: "has u seen i" lookups."""
+        users = np.repeat(self.users, np.diff(self.offsets))
+        return np.unique(users * (self.num_items + 1) + self.items)
+
     def train_item_counts(self) -> np.ndarray:
         """``(N + 1,)`` how often each item occurs in the training events (PAD counts 0)."""
         position = np.arange(len(self.items)) - np.repeat(self.offsets[:-1], np.diff(self.offsets))
@@ -116,9 +122,21 @@ class WindowDataset(Dataset):
         data: the loaded prepared dataset.
         stage: which windows to expose.
         max_len: the longest input window a model reads (most recent events are kept).
+        sampled_negatives: evaluation only: this many fixed negatives per user (drawn outside
+            the user's history) for sampled-candidate metrics; 0 for none.
+        negatives_from: ``uniform`` or ``popularity`` (training counts) sampling.
+        negatives_seed: fixes the negatives, so every model faces the same candidates.
     """
 
-    def __init__(self, data: PreparedSequences, stage: Stage | str, max_len: int) -> None:
+    def __init__(
+        self,
+        data: PreparedSequences,
+        stage: Stage | str,
+        max_len: int,
+        sampled_negatives: int = 0,
+        negatives_from: str = "uniform",
+        negatives_seed: int = 0,
+    ) -> None:
         if max_len < 1:
             raise ValueError(f"max_len must be >= 1, got {max_len}")
         self.data = data
@@ -136,6 +154,19 @@ class WindowDataset(Dataset):
             self.lengths = np.minimum(end, max_len)[keep]
             self.starts = (user_start + end)[keep] - self.lengths
         self.users = data.users[keep]
+        self.negatives = None
+        if sampled_negatives and self.stage is not Stage.TRAIN:
+            if negatives_from not in DISTRIBUTIONS:
+                raise ValueError(f"negatives_from must be one of {DISTRIBUTIONS}")
+            weights = data.train_item_counts() if negatives_from == "popularity" else None
+            self.negatives = sample_negatives(
+                data.history_keys(),
+                self.users,
+                data.num_items,
+                sampled_negatives,
+                seed=negatives_seed + (1 if self.stage is Stage.TEST else 0),
+                item_weights=weights,
+            )
 
     def __len__(self) -> int:
         return len(self.lengths)
@@ -155,12 +186,13 @@ class WindowDataset(Dataset):
             lengths=torch.from_numpy(lengths),
             user=torch.from_numpy(self.users[indices]),
             features={
-                name: torch.from_numpy(values[flat])
-                for name, values in self.data.features.items()
+                name: torch.from_numpy(values[flat]) for name, values in self.data.features.items()
             },
         )
         if self.stage is Stage.TRAIN:
             windows.next_items = torch.from_numpy(items[flat + 1])
         else:
             windows.target = torch.from_numpy(items[starts + lengths])
+            if self.negatives is not None:
+                windows.negatives = torch.from_numpy(self.negatives[indices])
         return windows

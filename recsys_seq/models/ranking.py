@@ -39,6 +39,9 @@ class RankingModule(L.LightningModule):
         self.metric_prefix = metric_prefix
         self.val_metrics = RankingMetrics(ks)
         self.test_metrics = RankingMetrics(ks)
+        # against the batch's fixed sampled negatives, when the data provides them
+        self.val_sampled_metrics = RankingMetrics(ks)
+        self.test_sampled_metrics = RankingMetrics(ks)
         self.val_best = MaxMetric()
 
     def score_next(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -54,11 +57,24 @@ class RankingModule(L.LightningModule):
             scores = scores.scatter(1, batch["items"], float("-inf"))  # PAD slots hit column 0
         return scores
 
+    def _update(
+        self, batch: dict[str, torch.Tensor], full: RankingMetrics, sampled: RankingMetrics
+    ) -> None:
+        scores = self.ranking_scores(batch)  # (B, N + 1)
+        full.update(target_rank(scores, batch["target"]))
+        if "negatives" in batch:
+            candidates = torch.cat(
+                [batch["target"][:, None], batch["negatives"]], dim=1
+            )  # (B, 1 + n)
+            sampled.update(
+                target_rank(scores.gather(1, candidates), torch.zeros_like(batch["target"]))
+            )
+
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
-        self.val_metrics.update(target_rank(self.ranking_scores(batch), batch["target"]))
+        self._update(batch, self.val_metrics, self.val_sampled_metrics)
 
     def test_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
-        self.test_metrics.update(target_rank(self.ranking_scores(batch), batch["target"]))
+        self._update(batch, self.test_metrics, self.test_sampled_metrics)
 
     def _log_stage(self, stage: str, metrics: RankingMetrics) -> dict[str, torch.Tensor]:
         values = metrics.compute()  # synced across ranks: sums and counts, then means
@@ -66,7 +82,19 @@ class RankingModule(L.LightningModule):
         self.log_dict({f"{self.metric_prefix}{stage}/{k}": v.float() for k, v in values.items()})
         return values
 
+    def _log_sampled(self, stage: str, metrics: RankingMetrics) -> None:
+        # Decided from the data config, identical on every rank (compute() is collective),
+        # not from whether this rank happened to see a batch.
+        n = getattr(self.trainer.datamodule, "sampled_negatives", 0)
+        if not n:
+            return
+        values = metrics.compute()
+        metrics.reset()
+        name = f"{self.metric_prefix}{stage}/sampled{n}"
+        self.log_dict({f"{name}/{k}": v.float() for k, v in values.items()})
+
     def on_validation_epoch_end(self) -> None:
+        self._log_sampled("val", self.val_sampled_metrics)
         values = self._log_stage("val", self.val_metrics)
         if self.trainer.sanity_checking:
             return
@@ -74,4 +102,5 @@ class RankingModule(L.LightningModule):
         self.log(f"{self.metric_prefix}val/best_{MONITOR}", self.val_best.compute().float())
 
     def on_test_epoch_end(self) -> None:
+        self._log_sampled("test", self.test_sampled_metrics)
         self._log_stage("test", self.test_metrics)

@@ -67,7 +67,9 @@ class SequentialRecommender(RankingModule):
     def score(self, hidden: torch.Tensor) -> torch.Tensor:
         """``(..., D)`` -> ``(..., N + 1)`` logits; PAD's column is the dtype's minimum."""
         logits = hidden @ self.item_embedding.weight.T
-        return logits.index_fill(-1, logits.new_zeros(1, dtype=torch.long), torch.finfo(logits.dtype).min)
+        return logits.index_fill(
+            -1, logits.new_zeros(1, dtype=torch.long), torch.finfo(logits.dtype).min
+        )
 
     def score_next(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         hidden = self.encode(batch)  # (B, T, D)

@@ -28,7 +28,9 @@ class CausalSelfAttention(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         B, T, D = x.shape
         q, k, v = self.qkv(x).split(D, dim=2)  # 3 x (B, T, D)
-        q, k, v = (z.view(B, T, self.num_heads, D // self.num_heads).transpose(1, 2) for z in (q, k, v))  # (B, H, T, hd)
+        q, k, v = (
+            z.view(B, T, self.num_heads, D // self.num_heads).transpose(1, 2) for z in (q, k, v)
+        )  # (B, H, T, hd)
         y = F.scaled_dot_product_attention(
             q, k, v, is_causal=True, dropout_p=self.attn_dropout if self.training else 0.0
         )  # (B, H, T, hd)
