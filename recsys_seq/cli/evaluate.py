@@ -47,13 +47,7 @@ def evaluate(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, Any]]:
             f"{fingerprint[:12]}...: item indices would mean different items. Evaluate on the "
             "dataset the model was trained on (or one prepared with the same item vocabulary)."
         )
-    model = instantiate(
-        trained.model,
-        num_items=datamodule.num_items,
-        item_fingerprint=fingerprint,
-        run_config=hparams["run_config"],
-        _convert_="all",
-    )
+    model = runs.build_model(trained.model, datamodule, hparams["run_config"])
     model.load_state_dict(checkpoint["state_dict"])
     trainer = instantiate(cfg.trainer, logger=False, enable_checkpointing=False)
     metrics: dict[str, Any] = {}

@@ -65,6 +65,27 @@ def build_datamodule(data_cfg: DictConfig) -> SequenceDataModule:
     return datamodule
 
 
+def build_model(model_cfg: DictConfig, datamodule: SequenceDataModule, run_config: str) -> Any:
+    """Instantiate ``model_cfg`` for this data: catalogue size, item fingerprint and the sizes
+    of the side features the config names (``model.side_features``)."""
+    available = datamodule.meta.get("side_features", {})
+    wanted = list(model_cfg.get("side_features") or [])
+    missing = [name for name in wanted if name not in available]
+    if missing:
+        raise ValueError(
+            f"model.side_features names {missing}, but {datamodule.path} has only "
+            f"{sorted(available) or 'no side features'}"
+        )
+    return instantiate(
+        model_cfg,
+        num_items=datamodule.num_items,
+        side_features={name: available[name] for name in wanted},
+        item_fingerprint=datamodule.meta["item_fingerprint"],
+        run_config=run_config,
+        _convert_="all",
+    )
+
+
 def popularity_metrics(
     datamodule: SequenceDataModule, ks: list[int], exclude_history: bool
 ) -> dict[str, float]:

@@ -38,13 +38,7 @@ def train(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, Any]]:
     L.seed_everything(cfg.seed, workers=True)
     run_dir = Path(cfg.paths.output_dir)
     datamodule = runs.build_datamodule(cfg.data)
-    model = instantiate(
-        cfg.model,
-        num_items=datamodule.num_items,
-        item_fingerprint=datamodule.meta["item_fingerprint"],
-        run_config=OmegaConf.to_yaml(cfg, resolve=True),
-        _convert_="all",
-    )
+    model = runs.build_model(cfg.model, datamodule, OmegaConf.to_yaml(cfg, resolve=True))
     callbacks = runs.instantiate_group(cfg.get("callbacks"))
     trainer: L.Trainer = instantiate(
         cfg.trainer, callbacks=callbacks, logger=runs.instantiate_group(cfg.get("logger"))

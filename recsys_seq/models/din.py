@@ -17,6 +17,7 @@ four-block form has the same functions; :meth:`TargetAttention.load_concat_weigh
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import pairwise
 from typing import Any
 
 import torch
@@ -25,7 +26,7 @@ from lightning.pytorch.utilities import rank_zero_warn
 from torch import nn
 
 from recsys_seq.metrics.auc import SampledAUC, sampled_negatives
-from recsys_seq.metrics.ranking import DEFAULT_KS, target_rank
+from recsys_seq.metrics.ranking import DEFAULT_KS
 from recsys_seq.models.ranking import MONITOR, RankingModule
 from recsys_seq.models.recommender import OptimizerFactory, SchedulerFactory
 
@@ -56,7 +57,7 @@ def make_activation(name: str, channels: int) -> nn.Module:
 def mlp(sizes: Sequence[int], activation: str, dropout: float = 0.0) -> nn.Sequential:
     """Linear layers ``sizes[0] -> ... -> sizes[-1]`` with an activation after each hidden one."""
     layers: list[nn.Module] = []
-    for i, (width_in, width_out) in enumerate(zip(sizes[:-1], sizes[1:])):
+    for i, (width_in, width_out) in enumerate(pairwise(sizes)):
         layers.append(nn.Linear(width_in, width_out))
         if i < len(sizes) - 2:
             layers.append(make_activation(activation, width_out))
@@ -169,8 +170,10 @@ class TargetAttentionRecommender(RankingModule):
     Evaluation: :meth:`score_next` scores every item for the whole window (in chunks of
     ``eval_chunk_size`` candidates), so :class:`RankingModule` ranks against all items as for
     every other model. In addition each user's target is scored against
-    ``sampled_negatives`` fixed negatives (:func:`~recsys_seq.metrics.auc.sampled_negatives`),
-    logged as ``<stage>/sampled<n>/auc`` and ``<stage>/sampled<n>/gauc``.
+    ``sampled_negatives`` fixed negatives (:func:`~recsys_seq.metrics.auc.sampled_negatives`;
+    or the batch's own ``negatives`` when the data provides exactly that many), logged as
+    ``<stage>/sampled<n>/auc`` and ``<stage>/sampled<n>/gauc``. Scores are those the ranking
+    saw (PAD, and the history when ``exclude_history``, at ``-inf``; a tie counts 1/2).
 
     Side features (``category``, ``event``; any ``(B, T)`` long batch entry) are embedded
     (values hashed into ``side_feature_buckets`` rows, 0 stays PAD) and pooled with the same
@@ -255,8 +258,9 @@ class TargetAttentionRecommender(RankingModule):
         self.head = mlp(
             [pooled + 2 * embedding_dim, *mlp_hidden, 1], mlp_activation, dropout=dropout
         )
-        self.val_sampled = SampledAUC(sampled_negatives) if sampled_negatives else None
-        self.test_sampled = SampledAUC(sampled_negatives) if sampled_negatives else None
+        self.val_auc = SampledAUC(sampled_negatives) if sampled_negatives else None
+        self.test_auc = SampledAUC(sampled_negatives) if sampled_negatives else None
+        self._scored: torch.Tensor | None = None
 
     # ------------------------------------------------------------------ history and scoring
 
@@ -368,40 +372,53 @@ class TargetAttentionRecommender(RankingModule):
 
     # ---------------------------------------------------------------------------- evaluation
 
-    def _evaluate(self, batch: dict[str, torch.Tensor], ranking, sampled) -> None:
-        scores = self.ranking_scores(batch)  # (B, N + 1) float32, PAD (and history) at -inf
+    def ranking_scores(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        # RankingModule's val/test steps score the batch through here; keep the scores so the
+        # sampled AUC reads the same (B, N + 1) tensor instead of scoring all items twice.
+        scores = super().ranking_scores(batch)
+        self._scored = scores
+        return scores
+
+    def _update_auc(self, batch: dict[str, torch.Tensor], metric: SampledAUC | None) -> None:
+        scores, self._scored = self._scored, None
+        if metric is None:
+            return
+        if scores is None or scores.shape[0] != batch["target"].shape[0]:
+            scores = self.ranking_scores(batch)
+            self._scored = None
         target = batch["target"]
-        ranking.update(target_rank(scores, target))
-        if sampled is not None:
+        n = metric.num_negatives
+        negatives = batch.get("negatives")  # the data's fixed candidates, when it has n of them
+        if negatives is None or negatives.shape[1] != n:
             negatives = sampled_negatives(
-                batch["user"], target, self.num_items, sampled.num_negatives, self.sampled_seed
+                batch["user"], target, self.num_items, n, self.sampled_seed
             )  # (B, n)
-            positive = scores.gather(1, target[:, None]).squeeze(1)  # (B,)
-            sampled.update(positive, scores.gather(1, negatives), weight=batch["lengths"])
+        positive = scores.gather(1, target[:, None]).squeeze(1)  # (B,)
+        metric.update(positive, scores.gather(1, negatives), weight=batch["lengths"])
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
-        self._evaluate(batch, self.val_metrics, self.val_sampled)
+        super().validation_step(batch, batch_idx)  # ranking against all items
+        self._update_auc(batch, self.val_auc)
 
     def test_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
-        self._evaluate(batch, self.test_metrics, self.test_sampled)
+        super().test_step(batch, batch_idx)
+        self._update_auc(batch, self.test_auc)
 
-    def _log_sampled(self, stage: str, metric: SampledAUC | None) -> None:
+    def _log_auc(self, stage: str, metric: SampledAUC | None) -> None:
         if metric is None:
             return
         values = metric.compute()  # synced across ranks: integer sums, then ratios
         metric.reset()
-        n = metric.num_negatives
-        self.log_dict(
-            {f"{self.metric_prefix}{stage}/sampled{n}/{k}": v.float() for k, v in values.items()}
-        )
+        name = f"{self.metric_prefix}{stage}/sampled{metric.num_negatives}"
+        self.log_dict({f"{name}/{k}": v.float() for k, v in values.items()})
 
     def on_validation_epoch_end(self) -> None:
         super().on_validation_epoch_end()
-        self._log_sampled("val", self.val_sampled)
+        self._log_auc("val", self.val_auc)
 
     def on_test_epoch_end(self) -> None:
         super().on_test_epoch_end()
-        self._log_sampled("test", self.test_sampled)
+        self._log_auc("test", self.test_auc)
 
     def configure_optimizers(self) -> Any:
         optimizer = self.optimizer_factory(params=self.parameters())
