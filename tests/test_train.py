@@ -44,8 +44,18 @@ def train_config(run_dir: Path, data_dir: Path, *overrides: str):
     )
 
 
-def test_fast_dev_run(tmp_path, demo_dir):
-    cfg = train_config(tmp_path, demo_dir, "debug=fast", "data.sampled_negatives=100")
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        [],
+        ["model=gru", "model.side_features=[category,event]"],
+        ["loss@model.loss=sampled_softmax", "model.loss.distribution=popularity"],
+        ["loss@model.loss=bce", "data.max_tokens=2048"],
+    ],
+    ids=["sasrec", "gru_side_features", "sampled_softmax", "bce_token_budget"],
+)
+def test_fast_dev_run(tmp_path, demo_dir, overrides):
+    cfg = train_config(tmp_path, demo_dir, "debug=fast", "data.sampled_negatives=100", *overrides)
     metrics, _ = train(cfg)
     written = json.loads((tmp_path / "metrics.json").read_text())
     assert written == pytest.approx(metrics)
@@ -79,6 +89,12 @@ def test_train_then_evaluate_checkpoint(tmp_path, demo_dir):
     for key, value in metrics.items():
         if key.startswith("test/"):
             assert evaluated[key] == pytest.approx(value, abs=1e-6), key
+
+
+def test_unknown_side_feature_is_a_clear_error(tmp_path, demo_dir):
+    cfg = train_config(tmp_path, demo_dir, "debug=fast", "model.side_features=[brand]")
+    with pytest.raises(ValueError, match="brand"):
+        train(cfg)
 
 
 def test_eval_refuses_another_item_vocabulary(tmp_path, demo_dir):

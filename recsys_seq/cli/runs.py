@@ -76,10 +76,11 @@ def build_model(model_cfg: DictConfig, datamodule: SequenceDataModule, run_confi
             f"model.side_features names {missing}, but {datamodule.path} has only "
             f"{sorted(available) or 'no side features'}"
         )
+    model_cfg = model_cfg.copy()
+    model_cfg.side_features = {name: available[name] for name in wanted}  # names -> sizes
     return instantiate(
         model_cfg,
         num_items=datamodule.num_items,
-        side_features={name: available[name] for name in wanted},
         item_fingerprint=datamodule.meta["item_fingerprint"],
         run_config=run_config,
         _convert_="all",

@@ -41,7 +41,7 @@ class ChannelPReLU(nn.Module):
         self.slope = nn.Parameter(torch.full((channels,), init))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.where(x >= 0, x, self.slope * x)
+        return F.prelu(x.reshape(-1, x.shape[-1]), self.slope).view(x.shape)  # one fused pass
 
 
 def make_activation(name: str, channels: int) -> nn.Module:
@@ -137,14 +137,23 @@ class TargetAttention(nn.Module):
         """
         if history_term is None:
             history_term = self.history_term(history)  # (B, T, H)
+        batch_size, length, _ = history.shape
+        width = history_term.shape[-1]
         if candidates.dim() == 2:
-            candidates = candidates.expand(history.shape[0], -1, -1)  # (B, C, D), a view
-        pair = history[:, None] * candidates[:, :, None]  # (B, C, T, D): the only per-pair input
-        hidden = (
-            self.product_proj(pair)  # (B, C, T, H)
-            + history_term[:, None]  # (B, 1, T, H)
-            + self.candidate_proj(candidates)[:, :, None]  # (B, C, 1, H)
-        )
+            candidates = candidates.expand(batch_size, -1, -1)  # (B, C, D), a view
+        # Both per-candidate terms in one batched GEMM over d:
+        #   (W2 - W3) c + W4 (h_t * c) = sum_d c_d [(W2 - W3)[:, d] + W4[:, d] h_td]
+        # so the per-(event, candidate) work is a single D x H product, with no (B, C, T, D)
+        # pair tensor in memory; the per-event term (with the bias) enters as the GEMM's input.
+        mixed = (
+            history.transpose(1, 2)[..., None] * self.product_proj.weight.T[None, :, None, :]
+            + self.candidate_proj.weight.T[None, :, None, :]
+        )  # (B, D, T, H), per row not per candidate
+        hidden = torch.baddbmm(
+            history_term.reshape(batch_size, 1, length * width),  # (B, 1, T*H)
+            candidates,  # (B, C, D)
+            mixed.flatten(2),  # (B, D, T*H)
+        ).view(batch_size, -1, length, width)  # (B, C, T, H)
         logits = self.rest(self.first_activation(hidden)).squeeze(-1)  # (B, C, T)
         mask = mask.expand_as(logits)
         if self.attention == "softmax":
