@@ -25,7 +25,6 @@ from pathlib import Path
 import torch
 from torch.utils.data import BatchSampler, DataLoader, RandomSampler
 
-from recsys_seq.bench.datasets import SHARED_DATASETS, prepared
 from recsys_seq.bench.report import print_rows, write_rows
 from recsys_seq.data import (
     BucketBatchSampler,
@@ -34,6 +33,7 @@ from recsys_seq.data import (
     Stage,
     WindowDataset,
 )
+from recsys_seq.data.shared import SHARED_DATASETS, prepared
 from recsys_seq.models import SelfAttentionEncoder, SequentialRecommender
 
 STRATEGIES = ("fixed_max_len", "random_dynamic", "bucketed", "bucketed_token_budget")

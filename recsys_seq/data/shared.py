@@ -1,4 +1,8 @@
-"""The real public datasets benchmarks and quality runs use, and how to prepare each."""
+"""The real public datasets that benchmarks and experiments use, and how to prepare each.
+
+They are read in place from ``$RECSYS_SEQ_DATA`` (default ``../shared/data`` beside the
+repository) and never copied into it: their licences forbid redistribution.
+"""
 
 from __future__ import annotations
 
@@ -40,9 +44,17 @@ def shared_data_dir() -> Path:
     return Path(os.environ.get(SHARED_DATA_ENV, default))
 
 
-def prepared(dataset: SharedDataset, cache: Path) -> Path:
-    """Prepare ``dataset`` into ``cache/<name>`` once (reused while input and config match)."""
-    output = cache / dataset.name
+def by_name(name: str) -> SharedDataset:
+    for dataset in SHARED_DATASETS:
+        if dataset.name == name:
+            return dataset
+    raise KeyError(f"unknown shared dataset {name!r}; known: {[d.name for d in SHARED_DATASETS]}")
+
+
+def prepare_shared(output: str | Path, name: str) -> Path:
+    """Prepare the shared dataset ``name`` into ``output`` (reused while input and config
+    match). Experiment configs use this as the datamodule's ``prepare`` hook."""
+    dataset = by_name(name)
     prepare(
         {
             "name": dataset.name,
@@ -53,4 +65,9 @@ def prepared(dataset: SharedDataset, cache: Path) -> Path:
             "reuse_existing": True,
         }
     )
-    return output
+    return Path(output)
+
+
+def prepared(dataset: SharedDataset, cache: Path) -> Path:
+    """``cache/<name>``, prepared on first use."""
+    return prepare_shared(cache / dataset.name, dataset.name)
