@@ -16,7 +16,7 @@ four-block form has the same functions; :meth:`TargetAttention.load_concat_weigh
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from itertools import pairwise
 from typing import Any
 
@@ -184,10 +184,10 @@ class TargetAttentionRecommender(RankingModule):
     ``<stage>/sampled<n>/auc`` and ``<stage>/sampled<n>/gauc``. Scores are those the ranking
     saw (PAD, and the history when ``exclude_history``, at ``-inf``; a tie counts 1/2).
 
-    Side features (``category``, ``event``; any ``(B, T)`` long batch entry) are embedded
-    (values hashed into ``side_feature_buckets`` rows, 0 stays PAD) and pooled with the same
-    attention weights as the items. A configured feature missing from the batch counts as PAD
-    (a zero vector), with a warning.
+    Side features (``category``, ``event``; any ``(B, T)`` long batch entry) are embedded and
+    pooled with the same attention weights as the items, so the scorer also sees e.g. the
+    categories the user attended to for this candidate. A configured feature missing from the
+    batch counts as PAD (a zero vector), with a warning.
 
     Args:
         num_items: N, real items 1..N (0 is PAD).
@@ -196,8 +196,10 @@ class TargetAttentionRecommender(RankingModule):
         mlp_hidden: hidden widths of the scoring MLP (the paper: 200, 80).
         mlp_activation: ``prelu``, ``relu`` or ``sigmoid``.
         dropout: dropout inside the scoring MLP.
-        side_features: batch keys pooled alongside the items.
-        side_feature_buckets: embedding rows per side feature (values are hashed into them).
+        side_features: batch keys pooled alongside the items: ``{name: size}`` (sizes from the
+            data, as the train CLI passes them; values index the table directly) or a list of
+            names (values hashed into ``side_feature_buckets`` rows).
+        side_feature_buckets: embedding rows per side feature given by name only.
         side_embedding_dim: width of each side feature's embedding.
         num_negatives: K, negatives per positive in training.
         cuts_per_window: S, cut points per training window.
@@ -218,7 +220,7 @@ class TargetAttentionRecommender(RankingModule):
         mlp_hidden: Sequence[int] = (200, 80),
         mlp_activation: str = "prelu",
         dropout: float = 0.0,
-        side_features: Sequence[str] = ("category", "event"),
+        side_features: Mapping[str, int] | Sequence[str] = (),
         side_feature_buckets: int = 1024,
         side_embedding_dim: int = 16,
         num_negatives: int = 16,
@@ -254,12 +256,20 @@ class TargetAttentionRecommender(RankingModule):
         nn.init.normal_(self.item_embedding.weight, std=embedding_dim**-0.5)
         with torch.no_grad():
             self.item_embedding.weight[0].zero_()
-        self.side_features = tuple(side_features)
+        # names -> embedding rows: the data's sizes (the train CLI passes a mapping), else
+        # hashed buckets for a bare list of names
+        if isinstance(side_features, Mapping):
+            sizes = {name: int(size) for name, size in side_features.items()}
+            self.side_hashed = False
+        else:
+            sizes = {name: side_feature_buckets for name in side_features}
+            self.side_hashed = True
+        self.side_features = tuple(sizes)
         self.side_feature_buckets = side_feature_buckets
         self.side_embedding = nn.ModuleDict(
             {
-                name: nn.Embedding(side_feature_buckets, side_embedding_dim, padding_idx=0)
-                for name in self.side_features
+                name: nn.Embedding(size, side_embedding_dim, padding_idx=0)
+                for name, size in sizes.items()
             }
         )
         self._warned_missing: set[str] = set()
@@ -274,14 +284,16 @@ class TargetAttentionRecommender(RankingModule):
     # ------------------------------------------------------------------ history and scoring
 
     def _side_values(self, batch: dict[str, torch.Tensor], name: str) -> torch.Tensor:
-        """``(B, T)`` embedding rows of one side feature: 0 stays PAD, values hash into
-        ``1..buckets-1``."""
+        """``(B, T)`` embedding rows of one side feature (0 stays PAD; hashed into
+        ``1..buckets-1`` when the sizes are not known)."""
         values = batch.get(name)
         if values is None:
             if name not in self._warned_missing:
                 self._warned_missing.add(name)
                 rank_zero_warn(f"DIN: side feature {name!r} is not in the batch; using PAD")
             return torch.zeros_like(batch["items"])
+        if not self.side_hashed:
+            return values
         return torch.where(values > 0, 1 + (values - 1) % (self.side_feature_buckets - 1), 0)
 
     def embed_history(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:

@@ -1,0 +1,161 @@
+"""DIN target attention: masking, padding invariance, chunked scoring, sampled AUC/GAUC."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from recsys_seq.cli.train import train
+from recsys_seq.data import PaddedBatchCollator, Stage, WindowDataset
+from recsys_seq.metrics import SampledAUC, sampled_negatives
+from recsys_seq.models import TargetAttention, TargetAttentionRecommender
+from tests.helpers import random_histories, sequences
+from tests.test_train import demo_dir, train_config  # noqa: F401  (demo_dir is a fixture)
+
+NUM_ITEMS = 30
+
+
+def make_model(attention: str = "softmax", **kwargs) -> TargetAttentionRecommender:
+    torch.manual_seed(0)
+    encoder = TargetAttention(16, hidden=(12, 6), attention=attention)
+    options = dict(
+        embedding_dim=16, mlp_hidden=(20, 8), side_features=("category",), side_embedding_dim=4
+    )
+    return TargetAttentionRecommender(NUM_ITEMS, encoder, **(options | kwargs)).eval()
+
+
+def batch_of(histories, indices, stage=Stage.TEST, pad_to=None):
+    dataset = WindowDataset(sequences(histories, NUM_ITEMS), stage, 16)
+    return PaddedBatchCollator(pad_to)(dataset.__getitems__(list(indices)))
+
+
+@pytest.mark.parametrize("attention", ["sum", "sigmoid", "softmax"])
+def test_masked_positions_get_exactly_zero_weight(attention):
+    model = make_model(attention)
+    batch = batch_of(random_histories(6, NUM_ITEMS, 12), range(6))
+    assert not batch["mask"].all()
+    keys, _ = model.embed_history(batch)
+    with torch.no_grad():
+        weights = model.encoder(keys, model.item_embedding.weight[1:], batch["mask"][:, None])
+    pad = ~batch["mask"][:, None].expand_as(weights)  # (B, C, T)
+    assert (weights[pad] == 0).all()
+    assert (weights[~pad] != 0).any()
+    if attention == "softmax":
+        assert torch.allclose(weights.sum(-1), torch.ones(()), atol=1e-6)
+
+
+def test_decomposed_first_layer_equals_the_concatenated_form():
+    torch.manual_seed(1)
+    unit = TargetAttention(8, hidden=(6, 4), attention="sum")
+    first = torch.nn.Linear(32, 6)
+    unit.load_concat_weights(first.weight, first.bias)
+    h, c = torch.randn(3, 5, 8), torch.randn(3, 7, 8)
+    hh, cc = h[:, None].expand(-1, 7, -1, -1), c[:, :, None].expand(-1, -1, 5, -1)
+    pairs = torch.cat([hh, cc, hh - cc, hh * cc], dim=-1)  # (B, C, T, 4D)
+    expected = unit.rest(unit.first_activation(first(pairs))).squeeze(-1)
+    got = unit(h, c, torch.ones(3, 1, 5, dtype=torch.bool))
+    assert torch.allclose(got, expected, atol=1e-5)
+
+
+@pytest.mark.parametrize("attention", ["sum", "softmax"])
+@pytest.mark.parametrize("mates", ["short", "long", "extra_padding"])
+def test_scores_do_not_depend_on_batch_mates_or_padding(attention, mates):
+    histories = [[1, 2, 3, 4, 5, 6], [7, 8, 9], list(range(1, 17))]
+    model = make_model(attention)
+    with torch.no_grad():
+        alone = model.score_next(batch_of(histories, [0]))[0]
+        batch = {
+            "short": batch_of(histories, [0, 1]),
+            "long": batch_of(histories, [2, 0, 1]),
+            "extra_padding": batch_of(histories, [0], pad_to=16),
+        }[mates]
+        row = batch["user"].tolist().index(0)
+        assert torch.allclose(model.score_next(batch)[row], alone, atol=1e-5)
+
+
+def test_chunked_scoring_equals_unchunked():
+    model = make_model()
+    batch = batch_of(random_histories(5, NUM_ITEMS, 12, seed=2), range(5))
+    with torch.no_grad():
+        model.eval_chunk_size = NUM_ITEMS
+        whole = model.score_next(batch)
+        model.eval_chunk_size = 7  # 30 items: chunks of 7, 7, 7, 7, 2
+        chunked = model.score_next(batch)
+    assert whole.shape == (5, NUM_ITEMS + 1)
+    assert torch.allclose(chunked, whole, atol=1e-6)
+
+
+@pytest.mark.filterwarnings("ignore:You are trying to `self.log\\(\\)`")
+def test_training_pairs_and_no_gradient_reaches_pad():
+    model = make_model().train()
+    histories = random_histories(8, NUM_ITEMS, 12)
+    dataset = WindowDataset(sequences(histories, NUM_ITEMS), Stage.TRAIN, 16)
+    batch = PaddedBatchCollator()(dataset.__getitems__(list(range(len(dataset)))))
+    assert not batch["mask"].all()
+    cut, candidates = model.sample_training_pairs(batch)
+    assert ((cut >= 1) & (cut <= batch["lengths"][:, None])).all()
+    assert (candidates[..., 0] == batch["targets"].gather(1, cut - 1)).all()
+    negatives = candidates[..., 1:]
+    assert ((negatives >= 1) & (negatives <= NUM_ITEMS)).all()
+    assert (negatives != candidates[..., :1]).all()
+    model.training_step(batch, 0).backward()
+    grad = model.item_embedding.weight.grad
+    assert grad[0].abs().max() == 0
+    assert grad[1:].abs().sum() > 0
+    for table in model.side_embedding.values():
+        assert table.weight.grad[0].abs().max() == 0
+
+
+def test_sampled_negatives_are_fixed_per_user_and_never_the_positive():
+    user = torch.tensor([3, 9, 4])
+    positive = torch.tensor([1, 30, 7])
+    draws = sampled_negatives(user, positive, NUM_ITEMS, 200, seed=5)
+    assert draws.shape == (3, 200)
+    assert ((draws >= 1) & (draws <= NUM_ITEMS)).all() and (draws != positive[:, None]).all()
+    alone = sampled_negatives(user[1:2], positive[1:2], NUM_ITEMS, 200, seed=5)
+    assert torch.equal(alone[0], draws[1])  # independent of batch mates
+    assert not torch.equal(sampled_negatives(user, positive, NUM_ITEMS, 200, seed=6), draws)
+    counts = torch.bincount(draws.flatten(), minlength=NUM_ITEMS + 1)[1:]
+    assert counts.min() > 0  # 600 draws over 30 items: every item appears
+
+
+def reference_auc(positive, negatives, weight):
+    per_user = ((negatives < positive[:, None]) + 0.5 * (negatives == positive[:, None])).mean(1)
+    return per_user.mean(), (weight * per_user).sum() / weight.sum()
+
+
+def test_auc_and_gauc_equal_brute_force_and_merge_exactly():
+    rng = np.random.default_rng(0)
+    users, n = 40, 10
+    positive = rng.integers(0, 5, users).astype(np.float32)  # small ints: many ties
+    negatives = rng.integers(0, 5, (users, n)).astype(np.float32)
+    weight = rng.integers(1, 20, users)
+    auc, gauc = reference_auc(positive, negatives, weight)
+
+    whole = SampledAUC(n)
+    whole.update(torch.from_numpy(positive), torch.from_numpy(negatives), torch.from_numpy(weight))
+    result = whole.compute()
+    assert result["auc"].item() == pytest.approx(auc, abs=1e-12)
+    assert result["gauc"].item() == pytest.approx(gauc, abs=1e-12)
+
+    # two "ranks" with uneven shares, merged as DDP's sum reduction would
+    ranks = [SampledAUC(n), SampledAUC(n)]
+    for metric, part in zip(ranks, (slice(0, 13), slice(13, None)), strict=True):
+        metric.update(
+            torch.from_numpy(positive[part]),
+            torch.from_numpy(negatives[part]),
+            torch.from_numpy(weight[part]),
+        )
+    ranks[0].merge_state(ranks[1])
+    merged = ranks[0].compute()
+    assert torch.equal(merged["auc"], result["auc"]) and torch.equal(merged["gauc"], result["gauc"])
+
+
+def test_fast_dev_run_through_the_real_config(tmp_path, demo_dir):  # noqa: F811
+    cfg = train_config(tmp_path, demo_dir, "model=din", "debug=fast", "data.eval_batch_size=16")
+    metrics, objects = train(cfg)
+    assert isinstance(objects["model"], TargetAttentionRecommender)
+    written = json.loads((tmp_path / "metrics.json").read_text())
+    for key in ("test/ndcg@10", "test/hr@10", "test/sampled100/auc", "test/sampled100/gauc"):
+        assert 0.0 <= written[key] <= 1.0, key
