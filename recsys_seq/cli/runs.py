@@ -7,11 +7,9 @@ import json
 import logging
 import warnings
 from collections.abc import Mapping
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import lightning as L
 import torch
 from hydra.core.hydra_config import HydraConfig
 from hydra.utils import instantiate
@@ -40,17 +38,6 @@ def quiet_console() -> None:
     output; everything else Lightning says is kept. Idempotent."""
     LIGHTNING_INFO.addFilter(_not_a_tip)
     warnings.filterwarnings("ignore", message=".*LeafSpec.*is deprecated")
-
-
-@contextmanager
-def lightning_silenced():
-    """Hide Lightning's start-up banner (devices found, ...) for auxiliary trainers."""
-    level = LIGHTNING_INFO.level
-    LIGHTNING_INFO.setLevel(logging.WARNING)
-    try:
-        yield
-    finally:
-        LIGHTNING_INFO.setLevel(level)
 
 
 def instantiate_group(group: DictConfig | None) -> list[Any]:
@@ -90,22 +77,15 @@ def build_model(model_cfg: DictConfig, datamodule: SequenceDataModule, run_confi
 def popularity_metrics(
     datamodule: SequenceDataModule, ks: list[int], exclude_history: bool
 ) -> dict[str, float]:
-    """Validation and test metrics of the most-popular baseline, keyed ``popularity/...``."""
+    """Validation and test metrics of the most-popular baseline, keyed ``popularity/...``.
+
+    Computed in this process over every user (no Trainer, so it also runs unchanged on rank
+    zero of a DDP job)."""
     baseline = PopularityRecommender(datamodule.data.train_item_counts(), ks, exclude_history)
     metrics: dict[str, float] = {}
-    with lightning_silenced():
-        trainer = L.Trainer(
-            accelerator="cpu",
-            devices=1,
-            logger=False,
-            enable_checkpointing=False,
-            enable_progress_bar=False,
-            enable_model_summary=False,
-            use_distributed_sampler=False,
-        )
-        for run in (trainer.validate, trainer.test):
-            for result in run(baseline, datamodule=datamodule, verbose=False):
-                metrics.update(to_floats(result))
+    for stage in ("val", "test"):
+        loader = datamodule.dataloader(stage, num_replicas=1, rank=0)
+        metrics |= baseline.evaluate(loader, stage)
     return metrics
 
 

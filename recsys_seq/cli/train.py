@@ -58,9 +58,9 @@ def train(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, Any]]:
     )
     for result in tested:
         metrics.update(runs.to_floats(result))
-    if cfg.get("baselines"):
-        metrics.update(
-            runs.popularity_metrics(datamodule, list(cfg.model.ks), cfg.model.exclude_history)
+    if cfg.get("baselines") and trainer.is_global_zero:
+        metrics |= runs.popularity_metrics(
+            datamodule, list(cfg.model.ks), cfg.model.exclude_history
         )
     metrics["checkpoint"] = best
     if trainer.is_global_zero:

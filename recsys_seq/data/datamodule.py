@@ -105,13 +105,16 @@ class SequenceDataModule(L.LightningDataModule):
     def dataset(self, stage: Stage | str) -> WindowDataset:
         return WindowDataset(self.data, stage, self.max_len, **self.negatives)
 
-    def _world(self) -> tuple[int, int]:
-        trainer = self.trainer
-        return (trainer.world_size, trainer.global_rank) if trainer else (1, 0)
-
-    def _loader(self, stage: Stage) -> DataLoader:
+    def dataloader(
+        self, stage: Stage | str, num_replicas: int | None = None, rank: int | None = None
+    ) -> DataLoader:
+        """One stage's loader, sharded for ``rank`` of ``num_replicas`` (default: the attached
+        trainer's world, else a single process)."""
+        stage = Stage(stage)
+        if num_replicas is None:
+            trainer = self.trainer
+            num_replicas, rank = (trainer.world_size, trainer.global_rank) if trainer else (1, 0)
         dataset = self.dataset(stage)
-        world_size, rank = self._world()
         training = stage is Stage.TRAIN
         sampler = BucketBatchSampler(
             dataset.lengths,
@@ -120,8 +123,8 @@ class SequenceDataModule(L.LightningDataModule):
             boundaries=self.boundaries,
             shuffle=training,
             seed=self.seed,
-            num_replicas=world_size,
-            rank=rank,
+            num_replicas=num_replicas,
+            rank=rank or 0,
             even_shards=training,
         )
         return DataLoader(
@@ -129,10 +132,10 @@ class SequenceDataModule(L.LightningDataModule):
         )
 
     def train_dataloader(self) -> DataLoader:
-        return self._loader(Stage.TRAIN)
+        return self.dataloader(Stage.TRAIN)
 
     def val_dataloader(self) -> DataLoader:
-        return self._loader(Stage.VAL)
+        return self.dataloader(Stage.VAL)
 
     def test_dataloader(self) -> DataLoader:
-        return self._loader(Stage.TEST)
+        return self.dataloader(Stage.TEST)

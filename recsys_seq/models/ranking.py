@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import lightning as L
 import torch
@@ -76,22 +76,39 @@ class RankingModule(L.LightningModule):
     def test_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
         self._update(batch, self.test_metrics, self.test_sampled_metrics)
 
+    def _keys(self, stage: str, values: dict[str, torch.Tensor], sampled: int = 0) -> dict:
+        """``<prefix><stage>/<metric>@<k>``, or ``.../sampled<n>/...`` for sampled metrics."""
+        name = f"{self.metric_prefix}{stage}" + (f"/sampled{sampled}" if sampled else "")
+        return {f"{name}/{k}": v.float() for k, v in values.items()}
+
     def _log_stage(self, stage: str, metrics: RankingMetrics) -> dict[str, torch.Tensor]:
         values = metrics.compute()  # synced across ranks: sums and counts, then means
         metrics.reset()
-        self.log_dict({f"{self.metric_prefix}{stage}/{k}": v.float() for k, v in values.items()})
+        self.log_dict(self._keys(stage, values))
         return values
 
     def _log_sampled(self, stage: str, metrics: RankingMetrics) -> None:
         # Decided from the data config, identical on every rank (compute() is collective),
         # not from whether this rank happened to see a batch.
         n = getattr(self.trainer.datamodule, "sampled_negatives", 0)
-        if not n:
-            return
-        values = metrics.compute()
-        metrics.reset()
-        name = f"{self.metric_prefix}{stage}/sampled{n}"
-        self.log_dict({f"{name}/{k}": v.float() for k, v in values.items()})
+        if n:
+            self.log_dict(self._keys(stage, metrics.compute(), sampled=n))
+            metrics.reset()
+
+    @torch.no_grad()
+    def evaluate(self, dataloader: Iterable[dict[str, torch.Tensor]], stage: str) -> dict:
+        """Metrics over a whole loader in this process, without a Trainer (for baselines
+        and scripts); the same keys and code as validation/test."""
+        self.eval()
+        full, sampled = RankingMetrics(self.val_metrics.ks), RankingMetrics(self.val_metrics.ks)
+        negatives = 0
+        for batch in dataloader:
+            self._update(batch, full, sampled)
+            negatives = batch["negatives"].shape[1] if "negatives" in batch else 0
+        values = self._keys(stage, full.compute())
+        if negatives:
+            values |= self._keys(stage, sampled.compute(), sampled=negatives)
+        return {k: float(v) for k, v in values.items()}
 
     def on_validation_epoch_end(self) -> None:
         self._log_sampled("val", self.val_sampled_metrics)
