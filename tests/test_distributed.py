@@ -1,0 +1,33 @@
+"""Two CPU processes (gloo DDP) train and evaluate exactly like one."""
+
+import json
+
+import pytest
+
+from recsys_seq.cli.evaluate import evaluate
+from recsys_seq.cli.train import train
+from tests.test_train import compose_config, demo_dir, train_config  # noqa: F401 (fixture)
+
+DDP_SPAWN = ["trainer=ddp_cpu", "trainer.devices=2", "trainer.strategy=ddp_spawn"]
+SHORT = ["trainer.max_epochs=1", "trainer.limit_train_batches=4", "callbacks.early_stopping=null"]
+
+
+@pytest.mark.slow
+def test_two_processes_train_and_match_one_process_evaluation(tmp_path, demo_dir):  # noqa: F811
+    run_dir = tmp_path / "ddp"
+    metrics, objects = train(train_config(run_dir, demo_dir, *DDP_SPAWN, *SHORT))
+    assert objects["trainer"].world_size == 2
+    written = json.loads((run_dir / "metrics.json").read_text())
+    assert written["test/ndcg@10"] == pytest.approx(metrics["test/ndcg@10"])
+    checkpoint = metrics["checkpoint"]
+
+    one, _ = evaluate(compose_config("eval", tmp_path / "one", [f"ckpt_path={checkpoint}"]))
+    two, _ = evaluate(
+        compose_config("eval", tmp_path / "two", [f"ckpt_path={checkpoint}", *DDP_SPAWN])
+    )
+    test_keys = [k for k in one if k.startswith("test/")]
+    assert test_keys
+    for key in test_keys:
+        assert two[key] == pytest.approx(one[key], abs=1e-6), key
+        # the DDP training run tested the same checkpoint on the same users
+        assert written[key] == pytest.approx(one[key], abs=1e-6), key
