@@ -1,4 +1,4 @@
-"""DIN target attention: masking, padding invariance, chunked scoring, sampled AUC/GAUC."""
+"""DIN target attention: masking, padding invariance, chunked scoring; sampled AUC/GAUC."""
 
 import json
 
@@ -8,7 +8,7 @@ import torch
 
 from recsys_seq.cli.train import train
 from recsys_seq.data import PaddedBatchCollator, Stage, WindowDataset
-from recsys_seq.metrics import SampledAUC, sampled_negatives
+from recsys_seq.metrics import SampledAUC
 from recsys_seq.models import TargetAttention, TargetAttentionRecommender
 from tests.helpers import random_histories, sequences
 from tests.test_train import demo_dir, train_config  # noqa: F401  (demo_dir is a fixture)
@@ -107,19 +107,6 @@ def test_training_pairs_and_no_gradient_reaches_pad():
         assert table.weight.grad[0].abs().max() == 0
 
 
-def test_sampled_negatives_are_fixed_per_user_and_never_the_positive():
-    user = torch.tensor([3, 9, 4])
-    positive = torch.tensor([1, 30, 7])
-    draws = sampled_negatives(user, positive, NUM_ITEMS, 200, seed=5)
-    assert draws.shape == (3, 200)
-    assert ((draws >= 1) & (draws <= NUM_ITEMS)).all() and (draws != positive[:, None]).all()
-    alone = sampled_negatives(user[1:2], positive[1:2], NUM_ITEMS, 200, seed=5)
-    assert torch.equal(alone[0], draws[1])  # independent of batch mates
-    assert not torch.equal(sampled_negatives(user, positive, NUM_ITEMS, 200, seed=6), draws)
-    counts = torch.bincount(draws.flatten(), minlength=NUM_ITEMS + 1)[1:]
-    assert counts.min() > 0  # 600 draws over 30 items: every item appears
-
-
 def reference_auc(positive, negatives, weight):
     per_user = ((negatives < positive[:, None]) + 0.5 * (negatives == positive[:, None])).mean(1)
     return per_user.mean(), (weight * per_user).sum() / weight.sum()
@@ -133,14 +120,14 @@ def test_auc_and_gauc_equal_brute_force_and_merge_exactly():
     weight = rng.integers(1, 20, users)
     auc, gauc = reference_auc(positive, negatives, weight)
 
-    whole = SampledAUC(n)
+    whole = SampledAUC()
     whole.update(torch.from_numpy(positive), torch.from_numpy(negatives), torch.from_numpy(weight))
     result = whole.compute()
     assert result["auc"].item() == pytest.approx(auc, abs=1e-12)
     assert result["gauc"].item() == pytest.approx(gauc, abs=1e-12)
 
     # two "ranks" with uneven shares, merged as DDP's sum reduction would
-    ranks = [SampledAUC(n), SampledAUC(n)]
+    ranks = [SampledAUC(), SampledAUC()]
     for metric, part in zip(ranks, (slice(0, 13), slice(13, None)), strict=True):
         metric.update(
             torch.from_numpy(positive[part]),
@@ -153,7 +140,14 @@ def test_auc_and_gauc_equal_brute_force_and_merge_exactly():
 
 
 def test_fast_dev_run_through_the_real_config(tmp_path, demo_dir):  # noqa: F811
-    cfg = train_config(tmp_path, demo_dir, "model=din", "debug=fast", "data.eval_batch_size=16")
+    cfg = train_config(
+        tmp_path,
+        demo_dir,
+        "model=din",
+        "debug=fast",
+        "data.eval_batch_size=16",
+        "data.sampled_negatives=100",
+    )
     metrics, objects = train(cfg)
     assert isinstance(objects["model"], TargetAttentionRecommender)
     written = json.loads((tmp_path / "metrics.json").read_text())

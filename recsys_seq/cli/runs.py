@@ -112,14 +112,25 @@ def write_results(run_dir: Path, metrics: dict[str, Any], cfg: DictConfig) -> Pa
     return path
 
 
+def _metric_order(name: str) -> tuple:
+    """All-item metrics first, then sampled ones; by metric, then by cut-off."""
+    group, _, metric = name.rpartition("/")
+    base, _, k = metric.partition("@")
+    return (group, base, int(k) if k else 0)
+
+
 @rank_zero_only
 def print_results(metrics: Mapping[str, Any], model_name: str, stage: str = "test") -> None:
-    """A table of ``stage`` metrics for the model beside the popularity baseline."""
+    """A table of ``stage`` metrics for the model beside the popularity baseline; sampled
+    metrics (``sampled<n>/...``) follow the all-item ones, labelled as such."""
     names = sorted(
-        (k.split("/", 1)[1] for k in metrics if k.startswith(f"{stage}/") and "@" in k),
-        key=lambda n: (n.split("@")[0], int(n.split("@")[1])),
+        (k.split("/", 1)[1] for k in metrics if k.startswith(f"{stage}/") and "best_" not in k),
+        key=_metric_order,
     )
-    table = Table(title=f"{stage}: next item ranked against all items")
+    title = f"{stage}: next item ranked against all items"
+    if any("sampled" in name for name in names):
+        title += "\n(sampled<n>/ rows: against n fixed sampled negatives instead)"
+    table = Table(title=title)
     table.add_column("metric")
     table.add_column(model_name, justify="right")
     baseline = any(k.startswith("popularity/") for k in metrics)

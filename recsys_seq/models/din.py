@@ -18,16 +18,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from itertools import pairwise
-from typing import Any
 
 import torch
 import torch.nn.functional as F
 from lightning.pytorch.utilities import rank_zero_warn
 from torch import nn
 
-from recsys_seq.metrics.auc import SampledAUC, sampled_negatives
 from recsys_seq.metrics.ranking import DEFAULT_KS
-from recsys_seq.models.ranking import MONITOR, RankingModule
+from recsys_seq.models.ranking import RankingModule
 from recsys_seq.models.recommender import OptimizerFactory, SchedulerFactory
 
 ATTENTION_MODES = ("sum", "sigmoid", "softmax")
@@ -178,11 +176,8 @@ class TargetAttentionRecommender(RankingModule):
 
     Evaluation: :meth:`score_next` scores every item for the whole window (in chunks of
     ``eval_chunk_size`` candidates), so :class:`RankingModule` ranks against all items as for
-    every other model. In addition each user's target is scored against
-    ``sampled_negatives`` fixed negatives (:func:`~recsys_seq.metrics.auc.sampled_negatives`;
-    or the batch's own ``negatives`` when the data provides exactly that many), logged as
-    ``<stage>/sampled<n>/auc`` and ``<stage>/sampled<n>/gauc``. Scores are those the ranking
-    saw (PAD, and the history when ``exclude_history``, at ``-inf``; a tie counts 1/2).
+    every other model, and, with ``data.sampled_negatives=100``, also reports the DIN paper's
+    AUC/GAUC against fixed sampled negatives (``<stage>/sampled100/auc``, ``.../gauc``).
 
     Side features (``category``, ``event``; any ``(B, T)`` long batch entry) are embedded and
     pooled with the same attention weights as the items, so the scorer also sees e.g. the
@@ -206,8 +201,6 @@ class TargetAttentionRecommender(RankingModule):
         exclude_positive: draw negatives from the items other than the positive.
         eval_chunk_size: candidates scored at once in :meth:`score_next`; memory is about
             ``4 * B * T * chunk * (D + 2 * hidden[0])`` bytes.
-        sampled_negatives: n for the sampled AUC/GAUC (0 turns them off).
-        sampled_seed: seed of the sampled evaluation candidates.
         optimizer, scheduler, ks, exclude_history, item_fingerprint, run_config: as in
             :class:`~recsys_seq.models.recommender.SequentialRecommender`.
     """
@@ -227,8 +220,6 @@ class TargetAttentionRecommender(RankingModule):
         cuts_per_window: int = 4,
         exclude_positive: bool = True,
         eval_chunk_size: int = 64,
-        sampled_negatives: int = 100,
-        sampled_seed: int = 0,
         optimizer: OptimizerFactory | None = None,
         scheduler: SchedulerFactory | None = None,
         ks: Sequence[int] = DEFAULT_KS,
@@ -250,7 +241,6 @@ class TargetAttentionRecommender(RankingModule):
         self.cuts_per_window = cuts_per_window
         self.exclude_positive = exclude_positive
         self.eval_chunk_size = eval_chunk_size
-        self.sampled_seed = sampled_seed
 
         self.item_embedding = nn.Embedding(num_items + 1, embedding_dim, padding_idx=0)
         nn.init.normal_(self.item_embedding.weight, std=embedding_dim**-0.5)
@@ -277,9 +267,6 @@ class TargetAttentionRecommender(RankingModule):
         self.head = mlp(
             [pooled + 2 * embedding_dim, *mlp_hidden, 1], mlp_activation, dropout=dropout
         )
-        self.val_auc = SampledAUC(sampled_negatives) if sampled_negatives else None
-        self.test_auc = SampledAUC(sampled_negatives) if sampled_negatives else None
-        self._scored: torch.Tensor | None = None
 
     # ------------------------------------------------------------------ history and scoring
 
@@ -390,65 +377,3 @@ class TargetAttentionRecommender(RankingModule):
         loss = F.binary_cross_entropy_with_logits(logits, labels)
         self.log("train/loss", loss, prog_bar=True, batch_size=batch_size)
         return loss
-
-    # ---------------------------------------------------------------------------- evaluation
-
-    def ranking_scores(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        # RankingModule's val/test steps score the batch through here; keep the scores so the
-        # sampled AUC reads the same (B, N + 1) tensor instead of scoring all items twice.
-        scores = super().ranking_scores(batch)
-        self._scored = scores
-        return scores
-
-    def _update_auc(self, batch: dict[str, torch.Tensor], metric: SampledAUC | None) -> None:
-        scores, self._scored = self._scored, None
-        if metric is None:
-            return
-        if scores is None or scores.shape[0] != batch["target"].shape[0]:
-            scores = self.ranking_scores(batch)
-            self._scored = None
-        target = batch["target"]
-        n = metric.num_negatives
-        negatives = batch.get("negatives")  # the data's fixed candidates, when it has n of them
-        if negatives is None or negatives.shape[1] != n:
-            negatives = sampled_negatives(
-                batch["user"], target, self.num_items, n, self.sampled_seed
-            )  # (B, n)
-        positive = scores.gather(1, target[:, None]).squeeze(1)  # (B,)
-        metric.update(positive, scores.gather(1, negatives), weight=batch["lengths"])
-
-    def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
-        super().validation_step(batch, batch_idx)  # ranking against all items
-        self._update_auc(batch, self.val_auc)
-
-    def test_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
-        super().test_step(batch, batch_idx)
-        self._update_auc(batch, self.test_auc)
-
-    def _log_auc(self, stage: str, metric: SampledAUC | None) -> None:
-        if metric is None:
-            return
-        values = metric.compute()  # synced across ranks: integer sums, then ratios
-        metric.reset()
-        name = f"{self.metric_prefix}{stage}/sampled{metric.num_negatives}"
-        self.log_dict({f"{name}/{k}": v.float() for k, v in values.items()})
-
-    def on_validation_epoch_end(self) -> None:
-        super().on_validation_epoch_end()
-        self._log_auc("val", self.val_auc)
-
-    def on_test_epoch_end(self) -> None:
-        super().on_test_epoch_end()
-        self._log_auc("test", self.test_auc)
-
-    def configure_optimizers(self) -> Any:
-        optimizer = self.optimizer_factory(params=self.parameters())
-        if self.scheduler_factory is None:
-            return optimizer
-        return {
-            "optimizer": optimizer,
-            "lr_scheduler": {
-                "scheduler": self.scheduler_factory(optimizer=optimizer),
-                "monitor": f"val/{MONITOR}",
-            },
-        }

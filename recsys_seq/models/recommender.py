@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import torch
 from torch import nn
 
 from recsys_seq.metrics.ranking import DEFAULT_KS
 from recsys_seq.models.losses import FullSoftmaxLoss
-from recsys_seq.models.ranking import MONITOR, RankingModule
+from recsys_seq.models.ranking import RankingModule
 
 OptimizerFactory = Callable[..., torch.optim.Optimizer]
 SchedulerFactory = Callable[..., torch.optim.lr_scheduler.LRScheduler]
@@ -105,15 +104,3 @@ class SequentialRecommender(RankingModule):
         loss = self.loss(hidden, batch["targets"], self.item_embedding.weight)
         self.log("train/loss", loss, prog_bar=True, batch_size=batch["items"].shape[0])
         return loss
-
-    def configure_optimizers(self) -> Any:
-        optimizer = self.optimizer_factory(params=self.parameters())
-        if self.scheduler_factory is None:
-            return optimizer
-        return {
-            "optimizer": optimizer,
-            "lr_scheduler": {
-                "scheduler": self.scheduler_factory(optimizer=optimizer),
-                "monitor": f"val/{MONITOR}",
-            },
-        }
