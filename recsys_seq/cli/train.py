@@ -21,9 +21,15 @@ from recsys_seq.models.ranking import MONITOR
 
 
 def resolve_resume(ckpt_path: str | None, run_dir: Path) -> str | None:
-    """``"last"`` means this run folder's ``checkpoints/last.ckpt``."""
-    if ckpt_path == "last":
-        return str(run_dir / "checkpoints" / "last.ckpt")
+    """The checkpoint to resume from: ``ckpt_path``; ``"last"`` means this run folder's
+    ``checkpoints/last.ckpt``; with none given, that file is used when it exists, so
+    re-running an interrupted command with the same ``hydra.run.dir`` continues it."""
+    last = run_dir / "checkpoints" / "last.ckpt"
+    if ckpt_path == "last" or (ckpt_path is None and last.is_file()):
+        if not last.is_file():
+            raise FileNotFoundError(f"ckpt_path=last, but {last} does not exist")
+        print(f"Resuming from {last}")
+        return str(last)
     return ckpt_path
 
 

@@ -132,7 +132,16 @@ class SequenceDataModule(L.LightningDataModule):
         )
 
     def train_dataloader(self) -> DataLoader:
-        return self.dataloader(Stage.TRAIN)
+        loader = self.dataloader(Stage.TRAIN)
+        trainer = self.trainer
+        if trainer is not None and trainer.fit_loop.restarting:
+            # Resumed from a mid-epoch checkpoint: the restored progress says how many of this
+            # epoch's batches were trained on ("processed": the checkpoint is written after the
+            # optimiser step, before Lightning marks the batch "completed"); skip exactly those.
+            done = trainer.fit_loop.epoch_loop.batch_progress.current.processed
+            if 0 < done < len(loader):  # not an end-of-epoch checkpoint
+                loader.batch_sampler.resume(trainer.current_epoch, done)
+        return loader
 
     def val_dataloader(self) -> DataLoader:
         return self.dataloader(Stage.VAL)

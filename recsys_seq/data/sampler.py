@@ -90,12 +90,19 @@ class BucketBatchSampler(Sampler[list[int]]):
         self.even_shards = even_shards
         self.sort_window = sort_window
         self.epoch = 0
+        self._skip = 0
         self.bucket_of = np.searchsorted(self.boundaries, self.lengths, side="left")
         self._bucket_sizes = self._batch_size_per_bucket()
 
     def set_epoch(self, epoch: int) -> None:
         """Change the shuffle; Lightning calls this at the start of every training epoch."""
         self.epoch = epoch
+
+    def resume(self, epoch: int, batches_done: int) -> None:
+        """Continue an interrupted epoch: the next iteration is ``epoch``'s order without its
+        first ``batches_done`` batches (this rank's); later iterations are whole again."""
+        self.epoch = epoch
+        self._skip = batches_done
 
     def _batch_size_per_bucket(self) -> np.ndarray:
         buckets = len(self.boundaries) + 1
@@ -139,7 +146,8 @@ class BucketBatchSampler(Sampler[list[int]]):
         return batches[self.rank :: self.num_replicas]
 
     def __iter__(self) -> Iterator[list[int]]:
-        for batch in self._shard(self._all_batches()):
+        skip, self._skip = self._skip, 0
+        for batch in self._shard(self._all_batches())[skip:]:
             yield batch.tolist()
 
     def __len__(self) -> int:
