@@ -12,8 +12,9 @@ measured:
 Strategies: ``fixed_max_len`` pads every batch to the global max_len (what RecBole and
 SASRec.pytorch do), ``random_dynamic`` pads random batches to their own longest, ``bucketed``
 uses :class:`BucketBatchSampler` with a fixed batch size, ``bucketed_token_budget`` with a
-token budget equal to the fixed strategy's slots per batch (``batch_size x max_len``), i.e. the
-same memory per step.
+token budget of ``batch_size x mean window length``: batches of the same average size as the
+others but a constant amount of work per step (short windows come in large batches, long ones
+in small batches).
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ def loader(dataset: WindowDataset, strategy: str, batch_size: int, seed: int) ->
         "random_dynamic": random_batches,
         "bucketed": BucketBatchSampler(dataset.lengths, batch_size=batch_size, seed=seed),
         "bucketed_token_budget": BucketBatchSampler(
-            dataset.lengths, max_tokens=batch_size * dataset.max_len, seed=seed
+            dataset.lengths, max_tokens=int(batch_size * dataset.lengths.mean()), seed=seed
         ),
     }
     pad_to = dataset.max_len if strategy == "fixed_max_len" else None
