@@ -18,6 +18,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from recsys_seq.cli import runs
+from recsys_seq.data import SequenceDataModule
 
 
 class VocabularyMismatch(ValueError):
@@ -31,24 +32,37 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     return torch.load(path, map_location="cpu", weights_only=True)
 
 
-def evaluate(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Test the checkpoint ``cfg.ckpt_path``; returns ``(metrics, objects)`` like ``train``."""
-    runs.quiet_console()
-    checkpoint = load_checkpoint(cfg.ckpt_path)
+def restore(
+    ckpt_path: str | Path, data_overrides: DictConfig | dict | None = None
+) -> tuple[Any, SequenceDataModule, DictConfig]:
+    """Rebuild a checkpoint's model and its datamodule (the trained data config with
+    ``data_overrides`` merged in), refusing data with another item vocabulary.
+
+    Returns:
+        ``(model, datamodule, trained_config)``; the model holds the checkpoint's weights.
+    """
+    checkpoint = load_checkpoint(ckpt_path)
     hparams = checkpoint["hyper_parameters"]
     trained = OmegaConf.create(hparams["run_config"])
-    data_cfg = OmegaConf.merge(trained.data, cfg.get("data") or {})
+    data_cfg = OmegaConf.merge(trained.data, data_overrides or {})
     datamodule = runs.build_datamodule(data_cfg)
     fingerprint = datamodule.meta["item_fingerprint"]
     if fingerprint != hparams["item_fingerprint"]:
         raise VocabularyMismatch(
-            f"{cfg.ckpt_path} was trained on items with fingerprint "
+            f"{ckpt_path} was trained on items with fingerprint "
             f"{hparams['item_fingerprint'][:12]}..., but {datamodule.path} has "
-            f"{fingerprint[:12]}...: item indices would mean different items. Evaluate on the "
+            f"{fingerprint[:12]}...: item indices would mean different items. Use the "
             "dataset the model was trained on (or one prepared with the same item vocabulary)."
         )
     model = runs.build_model(trained.model, datamodule, hparams["run_config"])
     model.load_state_dict(checkpoint["state_dict"])
+    return model, datamodule, trained
+
+
+def evaluate(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Test the checkpoint ``cfg.ckpt_path``; returns ``(metrics, objects)`` like ``train``."""
+    runs.quiet_console()
+    model, datamodule, trained = restore(cfg.ckpt_path, cfg.get("data"))
     trainer = instantiate(cfg.trainer, logger=False, enable_checkpointing=False)
     metrics: dict[str, Any] = {}
     for result in trainer.test(model, datamodule=datamodule, verbose=False):

@@ -1,0 +1,159 @@
+"""recsys-recommend: top-K agrees with evaluation's ranks; ids map back to the originals."""
+
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+import torch
+
+from data_prep import schema
+from recsys_seq.cli.evaluate import VocabularyMismatch
+from recsys_seq.cli.recommend import UnknownUsers, recommend, to_frame
+from recsys_seq.metrics import target_rank
+from tests.test_train import compose_config, demo_dir, train_config  # noqa: F401 (fixture)
+
+K = 10
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory, demo_dir) -> Path:  # noqa: F811
+    run_dir = tmp_path_factory.mktemp("run")
+    cfg = train_config(
+        run_dir,
+        demo_dir,
+        "trainer.max_epochs=1",
+        "trainer.limit_train_batches=3",
+        "trainer.limit_val_batches=1",
+        "trainer.limit_test_batches=1",
+        "baselines=false",
+        "logger=[]",
+    )
+    from recsys_seq.cli.train import train
+
+    metrics, _ = train(cfg)
+    return Path(metrics["checkpoint"])
+
+
+def recommend_config(tmp_path: Path, ckpt: Path, *overrides: str):
+    return compose_config(
+        "recommend",
+        tmp_path,
+        [f"ckpt_path={ckpt}", f"k={K}", "device=cpu", "batch_size=200", *overrides],
+    )
+
+
+def item_index(data_dir: Path) -> dict:
+    """original item id -> item index."""
+    items = pl.read_parquet(data_dir / schema.ITEMS_FILE)
+    return dict(zip(items[schema.ORIGINAL_ID].to_list(), items[schema.ITEM].to_list(), strict=True))
+
+
+@pytest.mark.parametrize("exclude", [True, False], ids=["exclude_history", "keep_history"])
+def test_test_stage_top_k_agrees_with_evaluation(tmp_path, checkpoint, demo_dir, exclude):  # noqa: F811
+    cfg = recommend_config(
+        tmp_path,
+        checkpoint,
+        "stage=test",
+        f"exclude_history={exclude}",
+        f"output={tmp_path / 'recs.parquet'}",
+    )
+    frame, info = recommend(cfg, show_progress=False)
+    assert pl.read_parquet(tmp_path / "recs.parquet").equals(frame)
+    model, datamodule = info["model"], info["datamodule"]
+    to_index = item_index(demo_dir)
+    users = pl.read_parquet(demo_dir / schema.USERS_FILE)
+    user_of = dict(
+        zip(users[schema.ORIGINAL_ID].to_list(), users[schema.USER].to_list(), strict=True)
+    )
+    recs = {
+        user_of[user]: [to_index[i] for i in group.sort("rank")["item_id"]]
+        for (user,), group in frame.group_by("user_id")
+    }
+    assert len(recs) == info["users"] == len(datamodule.dataset("test"))
+
+    model.exclude_history = exclude  # what evaluation does with model.exclude_history
+    checked = hits = 0
+    for batch in datamodule.dataloader("test", num_replicas=1, rank=0):
+        scores = model.ranking_scores(batch)  # the evaluation code path
+        ranks = target_rank(scores, batch["target"])
+        expected = torch.topk(scores, K, dim=1).indices
+        for row, user in enumerate(batch["user"].tolist()):
+            assert recs[user] == expected[row].tolist()  # an independent topk, same order
+            in_top = batch["target"][row].item() in recs[user]
+            assert in_top == (ranks[row].item() < K)  # evaluation's hit iff in the list
+            hits += in_top
+            checked += 1
+    assert checked == len(recs) and hits > 0
+    if exclude:  # nothing from the input window comes back
+        for batch in datamodule.dataloader("test", num_replicas=1, rank=0):
+            for row, user in enumerate(batch["user"].tolist()):
+                window = set(batch["items"][row, : batch["lengths"][row]].tolist())
+                assert not window & set(recs[user])
+            break
+
+
+def test_serve_excludes_whole_history_and_maps_ids(tmp_path, checkpoint, demo_dir):  # noqa: F811
+    users = pl.read_parquet(demo_dir / schema.USERS_FILE)
+    chosen = users[schema.ORIGINAL_ID].to_list()[5:12]
+    ids_file = tmp_path / "ids.csv"
+    ids_file.write_text("user_id\n" + "\n".join(str(u) for u in chosen) + "\n")
+    output = tmp_path / "out" / "recs.csv"
+    cfg = recommend_config(tmp_path, checkpoint, f"users={ids_file}", f"output={output}")
+    frame, _ = recommend(cfg, show_progress=False)
+    assert frame.columns == ["user_id", "rank", "item_id", "score"]
+    assert frame["user_id"].unique(maintain_order=True).to_list() == chosen  # file order
+    assert frame.group_by("user_id").len()["len"].to_list() == [K] * len(chosen)
+    written = pl.read_csv(output)
+    assert written["item_id"].to_list() == frame["item_id"].to_list()
+    assert [p.name for p in output.parent.iterdir()] == ["recs.csv"]  # no temp file left
+    sequences = pl.read_parquet(demo_dir / schema.SEQUENCES_FILE)
+    to_index = item_index(demo_dir)
+    user_of = dict(
+        zip(users[schema.ORIGINAL_ID].to_list(), users[schema.USER].to_list(), strict=True)
+    )
+    for (user,), group in frame.group_by("user_id"):
+        history = sequences.filter(pl.col(schema.USER) == user_of[user])[schema.ITEMS][0]
+        assert not set(history.to_list()) & {to_index[i] for i in group["item_id"]}
+        assert group.sort("rank")["score"].is_sorted(descending=True)
+
+
+def test_indices_map_back_to_original_ids(demo_dir):  # noqa: F811
+    users = pl.read_parquet(demo_dir / schema.USERS_FILE).sort(schema.USER)
+    items = pl.read_parquet(demo_dir / schema.ITEMS_FILE).sort(schema.ITEM)
+    frame = to_frame(
+        users=torch.tensor([3, 0]),
+        items=torch.tensor([[1, 7, 2], [5, 4, 9]]),
+        scores=torch.tensor([[3.0, 2.0, -torch.inf], [1.0, 0.5, 0.25]]),
+        data_path=demo_dir,
+    )
+    user_id = users[schema.ORIGINAL_ID].to_numpy()
+    item_id = dict(
+        zip(items[schema.ITEM].to_list(), items[schema.ORIGINAL_ID].to_list(), strict=True)
+    )
+    assert frame["user_id"].to_list() == [user_id[3]] * 2 + [user_id[0]] * 3  # -inf row dropped
+    assert frame["rank"].to_list() == [1, 2, 1, 2, 3]
+    assert frame["item_id"].to_list() == [item_id[i] for i in (1, 7, 5, 4, 9)]
+    assert frame["score"].to_list() == [3.0, 2.0, 1.0, 0.5, 0.25]
+    assert frame["user_id"].dtype == users[schema.ORIGINAL_ID].dtype
+    assert not np.isin(frame["item_id"].to_numpy(), [0]).any()
+
+
+def test_unknown_user_ids_are_named(tmp_path, checkpoint):
+    ids_file = tmp_path / "ids.txt"
+    ids_file.write_text("nobody\n42\n")
+    cfg = recommend_config(
+        tmp_path, checkpoint, f"users={ids_file}", f"output={tmp_path / 'r.parquet'}"
+    )
+    with pytest.raises(UnknownUsers, match="2 user id.*nobody, 42"):
+        recommend(cfg, show_progress=False)
+    assert not (tmp_path / "r.parquet").exists()
+
+
+def test_refuses_another_item_vocabulary(tmp_path, checkpoint):
+    payload = torch.load(checkpoint, weights_only=True)
+    payload["hyper_parameters"]["item_fingerprint"] = "0" * 64
+    torch.save(payload, tmp_path / "other.ckpt")
+    cfg = recommend_config(tmp_path, tmp_path / "other.ckpt", f"output={tmp_path / 'r.csv'}")
+    with pytest.raises(VocabularyMismatch, match="fingerprint"):
+        recommend(cfg, show_progress=False)
