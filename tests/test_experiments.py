@@ -1,0 +1,32 @@
+"""Every experiment config runs (one batch of each stage) on its real dataset."""
+
+from pathlib import Path
+
+import pytest
+
+from recsys_seq.cli import runs
+from recsys_seq.cli.train import train
+from tests.test_train import compose_config
+
+EXPERIMENTS = sorted(p.stem for p in (Path(runs.CONF_DIR) / "experiment").glob("*.yaml"))
+
+
+@pytest.mark.shared_data
+@pytest.mark.parametrize("experiment", EXPERIMENTS)
+def test_experiment_fast_dev_run(tmp_path_factory, shared_data, experiment):
+    prepared = tmp_path_factory.getbasetemp() / "prepared"  # shared by the experiments
+    cfg = compose_config(
+        "train",
+        tmp_path_factory.mktemp(experiment),
+        [
+            f"experiment={experiment}",
+            f"paths.data_dir={prepared.parent}",
+            "debug=fast",
+            "callbacks.progress_bar=null",
+            "callbacks.model_summary=null",
+            "baselines=false",  # the baseline ranks every user: minutes on big catalogues
+        ],
+    )
+    metrics, _ = train(cfg)
+    assert 0.0 <= metrics["test/ndcg@10"] <= 1.0
+    assert Path(cfg.data.path).is_relative_to(prepared)
