@@ -17,13 +17,19 @@ def _padding(options: dict) -> None:
     run(**options)
 
 
+def _throughput(options: dict) -> None:
+    from recsys_seq.bench.throughput import run
+
+    run(**options)
+
+
 def _prep(options: dict) -> None:
     from data_prep.bench import run_prep_benchmark
 
     run_prep_benchmark(**options)
 
 
-TASKS = {"padding": _padding, "prep": _prep}
+TASKS = {"padding": _padding, "throughput": _throughput, "prep": _prep}
 
 
 def main(argv: list[str] | None = None) -> None:

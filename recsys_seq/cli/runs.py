@@ -60,8 +60,8 @@ def build_model(model_cfg: DictConfig, datamodule: SequenceDataModule, run_confi
     missing = [name for name in wanted if name not in available]
     if missing:
         raise ValueError(
-            f"model.side_features names {missing}, but {datamodule.path} has only "
-            f"{sorted(available) or 'no side features'}"
+            f"model.side_features names {missing}, but {datamodule.path} has "
+            + (f"only {sorted(available)}" if available else "no side features")
         )
     model_cfg = model_cfg.copy()
     model_cfg.side_features = {name: available[name] for name in wanted}  # names -> sizes
