@@ -1,0 +1,83 @@
+"""recsys-export: the exported program equals the eager model at other batch sizes and lengths."""
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from recsys_seq.cli.train import train
+from recsys_seq.export import NextItemScorer, example_inputs, export, model_from_checkpoint
+from recsys_seq.models import GRUEncoder
+from tests.test_train import compose_config, demo_dir, train_config  # noqa: F401 (fixture)
+
+# (batch size, sequence length): neither is the (3, 5) the program was traced with
+SHAPES = [(4, 7), (9, 23), (1, 50)]
+
+
+@pytest.fixture(scope="module", params=["sasrec", "gru"])
+def checkpoint(request, tmp_path_factory, demo_dir) -> Path:  # noqa: F811
+    run_dir = tmp_path_factory.mktemp(request.param, numbered=False) / "run"
+    cfg = train_config(
+        run_dir,
+        demo_dir,
+        f"model={request.param}",
+        "trainer.max_epochs=1",
+        "trainer.limit_train_batches=2",
+        "trainer.limit_val_batches=1",
+        "trainer.limit_test_batches=1",
+        "baselines=false",
+        "logger=[]",
+    )
+    metrics, _ = train(cfg)
+    return Path(metrics["checkpoint"])
+
+
+def load(path: Path):
+    return torch.export.load(path).module() if path.suffix == ".pt2" else torch.jit.load(path)
+
+
+@pytest.mark.parametrize(
+    "suffix, exclude",
+    [(".pt2", False), (".pt2", True), (".pt", False), (".pt", True)],
+    ids=["export", "export_exclude_history", "trace", "trace_exclude_history"],
+)
+def test_exported_program_matches_eager_model(tmp_path, checkpoint, suffix, exclude):
+    output = tmp_path / f"model{suffix}"
+    cfg = compose_config(
+        "export",
+        tmp_path,
+        [f"ckpt_path={checkpoint}", f"output={output}", f"exclude_history={exclude}"],
+    )
+    if suffix == ".pt2" and isinstance(model_from_checkpoint(checkpoint)[0].encoder, GRUEncoder):
+        with pytest.raises(ValueError, match="unrolls nn.GRU.*pt"):
+            export(cfg)
+        assert not list(tmp_path.glob("*.pt2"))
+        return
+    result = export(cfg)
+    assert [p.name for p in tmp_path.iterdir() if p.suffix == suffix] == [output.name]
+    program = load(output)
+
+    eager, _ = model_from_checkpoint(checkpoint)  # rebuilt independently of the export
+    eager.exclude_history = exclude
+    for seed, (batch_size, length) in enumerate(SHAPES):
+        items, mask = example_inputs(result["scorer"], batch_size, length, seed=seed)
+        expected = eager.ranking_scores(
+            {"items": items, "mask": mask, "lengths": mask.sum(1)}
+        )  # (B, N + 1)
+        with torch.no_grad():
+            got = program(items, mask)
+        assert got.shape == (batch_size, eager.hparams["num_items"] + 1)
+        torch.testing.assert_close(got, expected, atol=1e-5, rtol=0)
+        assert torch.isneginf(got[:, 0]).all()
+        if exclude:
+            assert torch.isneginf(got.gather(1, items)).all()
+
+
+def test_only_sequential_models_and_known_formats(tmp_path, checkpoint):
+    cfg = compose_config(
+        "export", tmp_path, [f"ckpt_path={checkpoint}", f"output={tmp_path / 'model.bin'}"]
+    )
+    with pytest.raises(ValueError, match="pt2"):
+        export(cfg)
+    with pytest.raises(TypeError, match="sasrec and gru"):
+        NextItemScorer(torch.nn.Linear(2, 2))
