@@ -45,13 +45,18 @@ def select_events(raw: pl.LazyFrame, cfg: Mapping[str, Any]) -> pl.LazyFrame:
     return lf
 
 
-def order_and_dedup(lf: pl.LazyFrame, dedup: str) -> pl.LazyFrame:
+def order_and_dedup(
+    lf: pl.LazyFrame, dedup: str, bounds: Mapping[str, Any] | None = None
+) -> pl.LazyFrame:
     """Per user: time order with deterministic ties, then drop repeats.
 
     ``consecutive`` drops an event whose item equals the user's previous item; ``all`` keeps
-    only the first occurrence of each (user, item).
+    only the first occurrence of each (user, item). ``bounds`` (see :func:`sort_bounds`) lets
+    the sort use one packed (user, timestamp) key instead of two columns.
     """
-    lf = lf.sort([USER, TS, ROW])  # ROW is unique: no stable sort needed (it is slower)
+    key = user_time_key(bounds) if bounds is not None else None
+    # ROW is unique: no stable sort needed (it is slower)
+    lf = lf.sort([USER, TS, ROW]) if key is None else lf.sort([key, ROW])
     if dedup == "consecutive":
         new_user = pl.col(USER).ne_missing(pl.col(USER).shift(1))
         lf = lf.filter(new_user | pl.col(ITEM).ne_missing(pl.col(ITEM).shift(1)))
@@ -60,28 +65,94 @@ def order_and_dedup(lf: pl.LazyFrame, dedup: str) -> pl.LazyFrame:
     return lf
 
 
-def k_core(events: pl.LazyFrame, min_user: int, min_item: int) -> tuple[pl.Series, pl.Series]:
+def k_core(
+    events: pl.LazyFrame, min_user: int, min_item: int, engine: str = "streaming"
+) -> tuple[pl.Series | None, pl.Series | None]:
     """Users and items of the iterative k-core: every kept user has >= ``min_user`` events on
     kept items and every kept item >= ``min_item`` events from kept users.
 
-    Each round recounts both sides over the events of the current members (one streaming
-    pass); it stops when a round removes nobody, so the returned sets satisfy both bounds.
+    Each round recounts both sides over the events of the current members (one pass); it
+    stops when a round removes nobody, so the returned sets satisfy both bounds. A side whose
+    bound is 1 needs no filter and is returned as None (see :func:`members`); with one side
+    filtered, one round suffices (removing users never lowers another user's count).
     """
+    if min_user <= 1 and min_item <= 1:
+        return None, None
     users: pl.Series | None = None
     items: pl.Series | None = None
     while True:
-        lf = events
-        if users is not None:
-            lf = lf.filter(pl.col(USER).is_in(users.implode()), pl.col(ITEM).is_in(items.implode()))
-        user_counts, item_counts = pl.collect_all(
-            [lf.group_by(USER).agg(pl.len()), lf.group_by(ITEM).agg(pl.len())],
-            engine="streaming",
+        lf = members(events, users, items)
+        queries = {}
+        if min_user > 1:
+            queries[USER] = lf.group_by(USER).agg(pl.len())
+        if min_item > 1:
+            queries[ITEM] = lf.group_by(ITEM).agg(pl.len())
+        counts = dict(
+            zip(queries, pl.collect_all(list(queries.values()), engine=engine), strict=True)
         )
-        kept_users = user_counts.filter(pl.col("len") >= min_user)[USER]
-        kept_items = item_counts.filter(pl.col("len") >= min_item)[ITEM]
-        if kept_users.len() == user_counts.height and kept_items.len() == item_counts.height:
-            return kept_users.sort(), kept_items.sort()
-        users, items = kept_users, kept_items
+        kept = {
+            key: frame.filter(pl.col("len") >= (min_user if key == USER else min_item))[key]
+            for key, frame in counts.items()
+        }
+        done = all(kept[key].len() == counts[key].height for key in kept)
+        users, items = kept.get(USER), kept.get(ITEM)
+        if done or len(kept) == 1:
+            return (
+                users.sort() if users is not None else None,
+                items.sort() if items is not None else None,
+            )
+
+
+def members(lf: pl.LazyFrame, users: pl.Series | None, items: pl.Series | None) -> pl.LazyFrame:
+    """Events of the given users on the given items (None: no filter on that side)."""
+    keep = [
+        pl.col(key).is_in(values.implode())
+        for key, values in ((USER, users), (ITEM, items))
+        if values is not None
+    ]
+    return lf.filter(*keep) if keep else lf
+
+
+def sort_bounds(frame: pl.DataFrame) -> dict[str, Any] | None:
+    """Value ranges of the sort columns of an in-memory part, for :func:`user_time_key`
+    (None for non-integer user ids or timestamps, or nulls among them)."""
+    schema_ = frame.schema
+    if frame.height == 0 or not (schema_[USER].is_integer() and schema_[TS].is_integer()):
+        return None
+    row = frame.select(
+        pl.col(USER).min().alias("user_min"),
+        pl.col(USER).max().alias("user_max"),
+        pl.col(TS).min().alias("ts_min"),
+        pl.col(TS).max().alias("ts_max"),
+        (pl.col(USER).null_count() + pl.col(TS).null_count()).alias("nulls"),
+    ).row(0, named=True)
+    if row.pop("nulls") or any(v is None for v in row.values()):
+        return None
+    return {**row, f"{USER}_dtype": schema_[USER], f"{TS}_dtype": schema_[TS]}
+
+
+def user_time_key(bounds: Mapping[str, Any]) -> pl.Expr | None:
+    """One Int64 whose order is the (user, timestamp) order: ``(user - min) << b | (ts - min)``
+    when both ranges fit in 63 bits together, else None.
+
+    Sorting by ``[key, ROW]`` gives the same order as ``[USER, TS, ROW]`` but about twice as
+    fast: the leading user column has long runs of ties that the multi-column sort resolves
+    by comparing the next columns; the packed key has almost none.
+    """
+    user_bits = int(bounds["user_max"] - bounds["user_min"]).bit_length()
+    ts_bits = int(bounds["ts_max"] - bounds["ts_min"]).bit_length()
+    if user_bits + ts_bits > 63:
+        return None
+    return _from(USER, bounds["user_min"], bounds) * (1 << ts_bits) + _from(
+        TS, bounds["ts_min"], bounds
+    )
+
+
+def _from(column: str, low: int, bounds: Mapping[str, Any]) -> pl.Expr:
+    """``column - low`` as Int64 without overflow (the range is known to fit in 63 bits)."""
+    if bounds.get(f"{column}_dtype") == pl.UInt64:
+        return (pl.col(column) - low).cast(pl.Int64)
+    return pl.col(column).cast(pl.Int64) - int(low)
 
 
 def split_cut(events: pl.LazyFrame, quantile: float) -> int:
@@ -92,14 +163,15 @@ def split_cut(events: pl.LazyFrame, quantile: float) -> int:
 
 def trim(
     lf: pl.LazyFrame,
-    users: pl.Series,
-    items: pl.Series,
+    users: pl.Series | None,
+    items: pl.Series | None,
     cfg: Mapping[str, Any],
     cut: int | None,
 ) -> pl.LazyFrame:
-    """Per user, on time-ordered events: keep k-core members, code time gaps, apply the
-    temporal split's trim (see :mod:`data_prep.schema`), keep the most recent ``max_len``."""
-    lf = lf.filter(pl.col(USER).is_in(users.implode()), pl.col(ITEM).is_in(items.implode()))
+    """Per user, on events sorted by user and time (:func:`order_and_dedup`): keep k-core
+    members, code time gaps, apply the temporal split's trim (see :mod:`data_prep.schema`),
+    keep the most recent ``max_len``."""
+    lf = members(lf, users, items)
     if "gap" in cfg["side_features"]:
         lf = lf.with_columns(gap_code(cfg["format"].get("timestamp_unit", "s")).alias("_gap"))
     if cut is not None:
@@ -108,8 +180,11 @@ def trim(
             (at_or_after == 0) | ((at_or_after == 1) & (pl.col(TS) >= cut)),
             (pl.col(TS) < cut).any().over(USER),
         )
-    per_user = pl.len().cast(pl.Int64).over(USER)  # Int64: len() is UInt32, n - max_len < 0
-    return lf.filter(pl.int_range(pl.len()).over(USER) >= per_user - int(cfg["max_len"]))
+    # rows are grouped by user (sorted): a row's distance to its user's last row comes from
+    # the run ends, linear scans instead of two per-user windows (about 5x faster)
+    row = pl.int_range(pl.len(), dtype=pl.Int64)
+    last = pl.when(pl.col(USER).ne_missing(pl.col(USER).shift(-1))).then(row).backward_fill()
+    return lf.filter(last - row < int(cfg["max_len"]))
 
 
 def gap_code(unit: str) -> pl.Expr:
