@@ -9,6 +9,8 @@ from recsys_seq.cli.report import main, report
 from recsys_seq.cli.train import train
 from tests.test_train import demo_dir, train_config  # noqa: F401 (fixture)
 
+pytestmark = pytest.mark.slow  # trains two runs of 2 epochs
+
 SWEEP = {"0": ["model=sasrec"], "1": ["model=gru", "model.embedding_dim=32"]}
 
 
