@@ -35,8 +35,8 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
 def restore(
     ckpt_path: str | Path, data_overrides: DictConfig | dict | None = None
 ) -> tuple[Any, SequenceDataModule, DictConfig]:
-    """Rebuild a checkpoint's model and its datamodule (the trained data config with
-    ``data_overrides`` merged in), refusing data with another item vocabulary.
+    """Rebuild a checkpoint's model and its datamodule (the trained data config with the
+    non-null ``data_overrides`` merged in), refusing data with another item vocabulary.
 
     Returns:
         ``(model, datamodule, trained_config)``; the model holds the checkpoint's weights.
@@ -44,7 +44,8 @@ def restore(
     checkpoint = load_checkpoint(ckpt_path)
     hparams = checkpoint["hyper_parameters"]
     trained = OmegaConf.create(hparams["run_config"])
-    data_cfg = OmegaConf.merge(trained.data, data_overrides or {})
+    overrides = {k: v for k, v in (data_overrides or {}).items() if v is not None}
+    data_cfg = OmegaConf.merge(trained.data, overrides)
     datamodule = runs.build_datamodule(data_cfg)
     fingerprint = datamodule.meta["item_fingerprint"]
     if fingerprint != hparams["item_fingerprint"]:

@@ -263,8 +263,7 @@ def recommend(cfg: DictConfig, show_progress: bool = True) -> tuple[pl.DataFrame
         raise ValueError(f"output must end in .parquet or .csv, got {output}")
     if cfg.k < 1:
         raise ValueError(f"k must be >= 1, got {cfg.k}")
-    data = {key: value for key, value in (cfg.get("data") or {}).items() if value is not None}
-    model, datamodule, _ = restore(cfg.ckpt_path, data)
+    model, datamodule, _ = restore(cfg.ckpt_path, cfg.get("data"))
     device = pick_device(cfg.device)
     model.to(device)
     model.exclude_history = bool(cfg.exclude_history)  # the window, via ranking_scores
