@@ -40,9 +40,11 @@ def test_training_shards_are_equal_disjoint_and_complete(lengths, world, budget)
 @settings(max_examples=150, deadline=None)
 @given(lengths=lengths_st, world=world_st)
 def test_evaluation_counts_every_sample_exactly_once(lengths, world):
-    per_rank = shards(lengths, world, shuffle=False, even_shards=False)
+    per_rank = shards(lengths, world, shuffle=False, allow_repeats=False)
     flat = [i for batches in per_rank for batch in batches for i in batch]
     assert sorted(flat) == list(range(len(lengths)))
+    if len(lengths) >= world:  # every rank takes part in the collective metric reduction
+        assert all(per_rank)
 
 
 @settings(max_examples=150, deadline=None)

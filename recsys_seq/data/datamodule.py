@@ -125,7 +125,7 @@ class SequenceDataModule(L.LightningDataModule):
             seed=self.seed,
             num_replicas=num_replicas,
             rank=rank or 0,
-            even_shards=training,
+            allow_repeats=training,
         )
         return DataLoader(
             dataset, batch_sampler=sampler, collate_fn=self.collate, **self.loader_options

@@ -9,14 +9,14 @@ How an epoch's batches are built (identically on every rank, from ``seed`` and `
    ``max_tokens // longest_in_bucket`` samples, so ``longest_in_batch * batch_size`` never
    exceeds the budget (a single window longer than the budget forms a batch on its own).
 4. The batch order is shuffled across buckets.
-5. Sharding: rank r takes batches ``r, r + W, r + 2W, ...``. For training every rank must
-   run the same number of steps (unequal counts hang DDP), so when the batch count is not a
-   multiple of W, the largest batch is split in two, up to W - 1 times. Every sample is
-   then used exactly once per epoch and the ranks' batches stay disjoint. Only when there are
-   fewer samples than the rounded-up batch count (a toy dataset) are the first batches
-   repeated instead. For evaluation (``even_shards=False``) nothing is split or
-   repeated: every user is counted exactly once and ranks may run unequal batch counts,
-   which evaluation tolerates.
+5. Sharding: rank r takes batches ``r, r + W, r + 2W, ...``. Every rank must run the same
+   number of steps (unequal counts hang DDP training, and a rank without a single evaluation
+   batch would skip the collective metric reduction), so when the batch count is not a
+   multiple of W the largest batch is split in two, up to W - 1 times. Every sample is then
+   used exactly once per epoch and the ranks' batches stay disjoint. Only with fewer samples
+   than the rounded-up batch count (a toy dataset) does that fail: training then repeats its
+   first batches (``allow_repeats``), evaluation never repeats a user and leaves the last
+   ranks a batch short.
 """
 
 from __future__ import annotations
@@ -53,7 +53,8 @@ class BucketBatchSampler(Sampler[list[int]]):
         seed: base seed; the order depends only on ``(seed, epoch)``.
         num_replicas: world size W.
         rank: this process's rank.
-        even_shards: repeat batches so every rank gets the same count (training).
+        allow_repeats: when splitting cannot even out the ranks, repeat batches (training)
+            rather than leave a rank short (evaluation: every user exactly once).
         sort_window: in-bucket sorting window, in batches.
     """
 
@@ -67,7 +68,7 @@ class BucketBatchSampler(Sampler[list[int]]):
         seed: int = 0,
         num_replicas: int = 1,
         rank: int = 0,
-        even_shards: bool = True,
+        allow_repeats: bool = True,
         sort_window: int = 32,
     ) -> None:
         self.lengths = np.asarray(lengths, dtype=np.int64)
@@ -87,7 +88,7 @@ class BucketBatchSampler(Sampler[list[int]]):
         self.seed = seed
         self.num_replicas = num_replicas
         self.rank = rank
-        self.even_shards = even_shards
+        self.allow_repeats = allow_repeats
         self.sort_window = sort_window
         self.epoch = 0
         self._skip = 0
@@ -134,16 +135,16 @@ class BucketBatchSampler(Sampler[list[int]]):
         batches = list(batches)
         for _ in range(-len(batches) % self.num_replicas):
             largest = max(range(len(batches)), key=lambda i: len(batches[i]))
-            if len(batches[largest]) < 2:  # fewer samples than ranks: repeat instead
+            if len(batches[largest]) < 2:  # fewer samples than the rounded-up count
+                if not self.allow_repeats:
+                    return batches
                 short = -len(batches) % self.num_replicas
                 return batches + [batches[i % len(batches)] for i in range(short)]
             batches[largest : largest + 1] = np.array_split(batches[largest], 2)
         return batches
 
     def _shard(self, batches: list[np.ndarray]) -> list[np.ndarray]:
-        if self.even_shards and batches:
-            batches = self._even_out(batches)
-        return batches[self.rank :: self.num_replicas]
+        return self._even_out(batches)[self.rank :: self.num_replicas] if batches else []
 
     def __iter__(self) -> Iterator[list[int]]:
         skip, self._skip = self._skip, 0
@@ -153,6 +154,8 @@ class BucketBatchSampler(Sampler[list[int]]):
     def __len__(self) -> int:
         counts = np.bincount(self.bucket_of, minlength=len(self._bucket_sizes))
         total = int((-(-counts // self._bucket_sizes)).sum())
-        if self.even_shards:
-            return -(-total // self.num_replicas)
+        if total:
+            total = -(-total // self.num_replicas) * self.num_replicas  # after _even_out
+            if not self.allow_repeats:
+                total = min(total, len(self.lengths))
         return len(range(self.rank, total, self.num_replicas))
