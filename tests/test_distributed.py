@@ -1,6 +1,10 @@
 """Two CPU processes (gloo DDP) train and evaluate exactly like one."""
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -31,3 +35,34 @@ def test_two_processes_train_and_match_one_process_evaluation(tmp_path, demo_dir
         assert two[key] == pytest.approx(one[key], abs=1e-6), key
         # the DDP training run tested the same checkpoint on the same users
         assert written[key] == pytest.approx(one[key], abs=1e-6), key
+
+
+@pytest.mark.slow
+def test_command_line_ddp_writes_one_run_folder(tmp_path, demo_dir):  # noqa: F811
+    """`trainer=ddp_cpu` re-launches the script per rank: children must reuse the parent's
+    run folder, and rank zero's extra work (baselines) must not wait on the other rank."""
+    root = Path(__file__).resolve().parents[1]
+    run_dir = tmp_path / "run"
+    command = [
+        sys.executable,
+        "-m",
+        "recsys_seq.cli.train",
+        "trainer=ddp_cpu",
+        f"hydra.run.dir={run_dir}",
+        f"paths.log_dir={tmp_path / 'outputs'}",
+        f"data.path={demo_dir}",
+        "data.prepare=null",
+        *SHORT,
+        "callbacks.progress_bar=null",
+    ]
+    done = subprocess.run(
+        command,
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root)},
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert {"test/ndcg@10", "popularity/test/ndcg@10"} <= metrics.keys()
+    assert not (tmp_path / "outputs").exists(), "a child process created its own run folder"

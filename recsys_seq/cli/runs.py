@@ -38,6 +38,8 @@ def quiet_console() -> None:
     output; everything else Lightning says is kept. Idempotent."""
     LIGHTNING_INFO.addFilter(_not_a_tip)
     warnings.filterwarnings("ignore", message=".*LeafSpec.*is deprecated")
+    # metric values are torchmetrics results, already reduced across ranks before logging
+    warnings.filterwarnings("ignore", message=".*when logging on epoch level in distributed")
 
 
 def instantiate_group(group: DictConfig | None) -> list[Any]:

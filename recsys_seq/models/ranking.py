@@ -24,10 +24,10 @@ class SampledMetrics(nn.Module):
     GAUC weights each user by the events in their input window (see :class:`SampledAUC`).
     """
 
-    def __init__(self, ks: Sequence[int]) -> None:
+    def __init__(self, ks: Sequence[int], **metric_options) -> None:
         super().__init__()
-        self.ranking = RankingMetrics(ks)
-        self.auc = SampledAUC()
+        self.ranking = RankingMetrics(ks, **metric_options)
+        self.auc = SampledAUC(**metric_options)
 
     def update(self, scores: torch.Tensor, batch: dict[str, torch.Tensor]) -> None:
         candidates = torch.cat([batch["target"][:, None], batch["negatives"]], 1)  # (B, 1 + n)
@@ -126,7 +126,10 @@ class RankingModule(L.LightningModule):
         """Metrics over a whole loader in this process, without a Trainer (for baselines
         and scripts); the same keys and code as validation/test."""
         self.eval()
-        full, sampled = RankingMetrics(self.val_metrics.ks), SampledMetrics(self.val_metrics.ks)
+        # this process's users only, even inside a DDP job (rank zero runs the baselines)
+        local = {"sync_on_compute": False}
+        ks = self.val_metrics.ks
+        full, sampled = RankingMetrics(ks, **local), SampledMetrics(ks, **local)
         negatives = 0
         for batch in dataloader:
             self._update(batch, full, sampled)
