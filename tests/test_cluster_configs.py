@@ -4,6 +4,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 from lightning.pytorch.plugins.environments import SLURMEnvironment, TorchElasticEnvironment
+from lightning.pytorch.utilities import rank_zero_only
 
 from recsys_seq.cli import runs
 
@@ -46,6 +47,8 @@ def trainer_for(overrides):
 def test_multi_node_ddp_reads_the_cluster_environment(monkeypatch, env, environment, global_rank):
     for key, value in env.items():
         monkeypatch.setenv(key, value)
+    # the Trainer records its global rank process-wide; later tests must run as rank zero again
+    monkeypatch.setattr(rank_zero_only, "rank", rank_zero_only.rank)
     trainer = trainer_for(["trainer=ddp_cpu", "trainer.devices=2", "trainer.num_nodes=2"])
     assert isinstance(trainer.strategy.cluster_environment, environment)
     assert trainer.world_size == 4
