@@ -5,10 +5,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from recsys_seq.cli.train import train
 from recsys_seq.export import NextItemScorer, example_inputs, export, model_from_checkpoint
 from recsys_seq.models import GRUEncoder
-from tests.test_train import compose_config, demo_dir, train_config  # noqa: F401 (fixture)
+from tests.test_train import compose_config, demo_dir, short_checkpoint  # noqa: F401 (fixture)
 
 # (batch size, sequence length): neither is the (3, 5) the program was traced with
 SHAPES = [(4, 7), (9, 23), (1, 50)]
@@ -17,19 +16,7 @@ SHAPES = [(4, 7), (9, 23), (1, 50)]
 @pytest.fixture(scope="module", params=["sasrec", "gru"])
 def checkpoint(request, tmp_path_factory, demo_dir) -> Path:  # noqa: F811
     run_dir = tmp_path_factory.mktemp(request.param, numbered=False) / "run"
-    cfg = train_config(
-        run_dir,
-        demo_dir,
-        f"model={request.param}",
-        "trainer.max_epochs=1",
-        "trainer.limit_train_batches=2",
-        "trainer.limit_val_batches=1",
-        "trainer.limit_test_batches=1",
-        "baselines=false",
-        "logger=[]",
-    )
-    metrics, _ = train(cfg)
-    return Path(metrics["checkpoint"])
+    return short_checkpoint(run_dir, demo_dir, f"model={request.param}")
 
 
 def load(path: Path):

@@ -11,7 +11,7 @@ from data_prep import schema
 from recsys_seq.cli.evaluate import VocabularyMismatch
 from recsys_seq.cli.recommend import UnknownUsers, recommend, to_frame
 from recsys_seq.metrics import target_rank
-from tests.test_train import compose_config, demo_dir, train_config  # noqa: F401 (fixture)
+from tests.test_train import compose_config, demo_dir, short_checkpoint  # noqa: F401 (fixture)
 
 K = 10
 
@@ -19,20 +19,7 @@ K = 10
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory, demo_dir) -> Path:  # noqa: F811
     run_dir = tmp_path_factory.mktemp("run")
-    cfg = train_config(
-        run_dir,
-        demo_dir,
-        "trainer.max_epochs=1",
-        "trainer.limit_train_batches=3",
-        "trainer.limit_val_batches=1",
-        "trainer.limit_test_batches=1",
-        "baselines=false",
-        "logger=[]",
-    )
-    from recsys_seq.cli.train import train
-
-    metrics, _ = train(cfg)
-    return Path(metrics["checkpoint"])
+    return short_checkpoint(run_dir, demo_dir)
 
 
 def recommend_config(tmp_path: Path, ckpt: Path, *overrides: str):

@@ -55,6 +55,23 @@ def train_config(run_dir: Path, data_dir: Path, *overrides: str):
     ],
     ids=["sasrec", "gru_side_features", "sampled_softmax", "bce_token_budget", "bf16"],
 )
+def short_checkpoint(run_dir: Path, data_dir: Path, *overrides: str) -> Path:
+    """Best checkpoint of a run of a few batches (for tests that need a trained model)."""
+    cfg = train_config(
+        run_dir,
+        data_dir,
+        "trainer.max_epochs=1",
+        "trainer.limit_train_batches=3",
+        "trainer.limit_val_batches=1",
+        "trainer.limit_test_batches=1",
+        "baselines=false",
+        "logger=[]",
+        *overrides,
+    )
+    metrics, _ = train(cfg)
+    return Path(metrics["checkpoint"])
+
+
 def test_fast_dev_run(tmp_path, demo_dir, overrides):
     cfg = train_config(tmp_path, demo_dir, "debug=fast", "data.sampled_negatives=100", *overrides)
     metrics, _ = train(cfg)
