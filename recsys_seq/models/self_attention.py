@@ -78,6 +78,10 @@ class SelfAttentionEncoder(nn.Module):
         num_heads: attention heads per block.
         ffn_multiplier: feed-forward hidden width as a multiple of ``d_model``.
         dropout: dropout on embeddings, attention weights and residual branches.
+        positions: ``from_end`` numbers events so that the window's last event always has
+            position ``max_len - 1``, as the original SASRec's left padding does (positions
+            then encode recency); ``from_start`` numbers them 0, 1, ... from the first event.
+            Either way positions depend only on the window, never on the batch's padding.
     """
 
     def __init__(
@@ -88,9 +92,13 @@ class SelfAttentionEncoder(nn.Module):
         num_heads: int = 2,
         ffn_multiplier: int = 4,
         dropout: float = 0.2,
+        positions: str = "from_end",
     ) -> None:
         super().__init__()
+        if positions not in ("from_end", "from_start"):
+            raise ValueError(f"positions must be from_end or from_start, got {positions!r}")
         self.max_len = max_len
+        self.from_end = positions == "from_end"
         self.positions = nn.Embedding(max_len, d_model)
         # same scale as the item embeddings, so positions do not drown the items at the start
         nn.init.normal_(self.positions.weight, std=d_model**-0.5)
@@ -113,7 +121,11 @@ class SelfAttentionEncoder(nn.Module):
         if T > self.max_len:
             raise ValueError(f"sequence length {T} exceeds the encoder's max_len={self.max_len}")
         keep = mask[..., None].to(x.dtype)  # (B, T, 1)
-        x = self.dropout((x + self.positions.weight[:T]) * keep)  # (B, T, D)
+        index = torch.arange(T, device=x.device)[None]  # (1, T)
+        if self.from_end:
+            shift = self.max_len - mask.sum(1, keepdim=True)  # (B, 1)
+            index = (index + shift).clamp(max=self.max_len - 1)  # PAD slots: any valid index
+        x = self.dropout((x + self.positions(index)) * keep)  # (B, T, D)
         for block in self.blocks:
             x = block(x)
         return self.ln_out(x) * keep
