@@ -155,7 +155,7 @@ class TargetAttention(nn.Module):
         logits = self.rest(self.first_activation(hidden)).squeeze(-1)  # (B, C, T)
         mask = mask.expand_as(logits)
         if self.attention == "softmax":
-            # additive masking with the dtype's own minimum (a fixed constant would overflow in fp16)
+            # additive masking with the dtype's own minimum (constants overflow in fp16)
             logits = logits.masked_fill(~mask, torch.finfo(logits.dtype).min)
             weights = logits.softmax(dim=-1)
         elif self.attention == "sigmoid":
