@@ -55,7 +55,9 @@ def train(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, Any]]:
         ckpt_path=resolve_resume(cfg.get("ckpt_path"), run_dir),
         weights_only=True,
     )
-    checkpoint = next((c for c in callbacks if isinstance(c, ModelCheckpoint)), None)
+    checkpoint = next(
+        (c for c in callbacks if isinstance(c, ModelCheckpoint) and c.monitor), None
+    )  # the best-model checkpoint, not the step checkpoint
     best = checkpoint.best_model_path if checkpoint and checkpoint.best_model_path else None
     metrics = runs.to_floats(trainer.callback_metrics)
     metrics = {k: v for k, v in metrics.items() if k.startswith("val/") or k.startswith("train/")}
