@@ -1,0 +1,65 @@
+"""Hydra sweeps from the command line: a model sweep on the local parallel launcher, an Optuna
+study, and recsys-report over the sweep folder."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.test_train import demo_dir  # noqa: F401 (fixture)
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = [
+    "trainer.max_epochs=1",
+    "trainer.limit_train_batches=2",
+    "trainer.limit_val_batches=2",
+    "trainer.limit_test_batches=2",
+    "callbacks.progress_bar=null",
+    "callbacks.model_summary=null",
+    "baselines=false",
+]
+
+
+def sweep(sweep_dir: Path, data_dir: Path, *overrides: str) -> subprocess.CompletedProcess:
+    command = [
+        sys.executable,
+        "-m",
+        "recsys_seq.cli.train",
+        "--multirun",
+        f"hydra.sweep.dir={sweep_dir}",
+        f"data.path={data_dir}",
+        "data.prepare=null",
+        *TINY,
+        *overrides,
+    ]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
+
+
+@pytest.mark.slow
+def test_model_sweep_in_parallel_then_report(tmp_path, demo_dir):  # noqa: F811
+    done = sweep(tmp_path / "sweep", demo_dir, "hydra/launcher=local_parallel", "model=sasrec,gru")
+    assert done.returncode == 0, done.stderr[-3000:]
+    runs = sorted(p.parent.name for p in (tmp_path / "sweep").glob("*/metrics.json"))
+    assert runs == ["0", "1"]
+    report = subprocess.run(
+        [sys.executable, "-m", "recsys_seq.cli.report", str(tmp_path / "sweep")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert report.returncode == 0, report.stderr[-3000:]
+    table = (tmp_path / "sweep" / "report.csv").read_text()
+    assert "model=sasrec" in table and "model=gru" in table
+
+
+@pytest.mark.slow
+def test_optuna_study_runs_its_trials(tmp_path, demo_dir):  # noqa: F811
+    done = sweep(
+        tmp_path / "study", demo_dir, "hparams_search=sasrec_optuna", "hydra.sweeper.n_trials=2"
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert len(list((tmp_path / "study").glob("*/metrics.json"))) == 2
+    assert "best_value" in (tmp_path / "study" / "optimization_results.yaml").read_text()
