@@ -44,17 +44,6 @@ def train_config(run_dir: Path, data_dir: Path, *overrides: str):
     )
 
 
-@pytest.mark.parametrize(
-    "overrides",
-    [
-        [],
-        ["model=gru", "model.side_features=[category,event]"],
-        ["loss@model.loss=sampled_softmax", "model.loss.distribution=popularity"],
-        ["loss@model.loss=bce", "data.max_tokens=2048"],
-        ["trainer.precision=bf16-mixed"],
-    ],
-    ids=["sasrec", "gru_side_features", "sampled_softmax", "bce_token_budget", "bf16"],
-)
 def short_checkpoint(run_dir: Path, data_dir: Path, *overrides: str) -> Path:
     """Best checkpoint of a run of a few batches (for tests that need a trained model)."""
     cfg = train_config(
@@ -72,6 +61,17 @@ def short_checkpoint(run_dir: Path, data_dir: Path, *overrides: str) -> Path:
     return Path(metrics["checkpoint"])
 
 
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        [],
+        ["model=gru", "model.side_features=[category,event]"],
+        ["loss@model.loss=sampled_softmax", "model.loss.distribution=popularity"],
+        ["loss@model.loss=bce", "data.max_tokens=2048"],
+        ["trainer.precision=bf16-mixed"],
+    ],
+    ids=["sasrec", "gru_side_features", "sampled_softmax", "bce_token_budget", "bf16"],
+)
 def test_fast_dev_run(tmp_path, demo_dir, overrides):
     cfg = train_config(tmp_path, demo_dir, "debug=fast", "data.sampled_negatives=100", *overrides)
     metrics, _ = train(cfg)
