@@ -45,10 +45,10 @@ def test_killed_run_resumes_to_the_same_result(tmp_path, demo_dir):  # noqa: F81
     kill = ["+callbacks.kill._target_=tests.support.KillAtStep", "+callbacks.kill.step=8"]
     killed = run_train(interrupted, demo_dir, *kill)
     assert killed.returncode == -signal.SIGKILL
-    assert (interrupted / "checkpoints" / "last.ckpt").is_file()
+    assert (interrupted / "checkpoints" / "step.ckpt").is_file()
     assert not (interrupted / "metrics.json").exists()
 
-    resumed = run_train(interrupted, demo_dir)  # same run folder: picks up last.ckpt
+    resumed = run_train(interrupted, demo_dir)  # same run folder: picks up step.ckpt
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert "Resuming from" in resumed.stdout
 

@@ -21,15 +21,17 @@ from recsys_seq.models.ranking import MONITOR
 
 
 def resolve_resume(ckpt_path: str | None, run_dir: Path) -> str | None:
-    """The checkpoint to resume from: ``ckpt_path``; ``"last"`` means this run folder's
-    ``checkpoints/last.ckpt``; with none given, that file is used when it exists, so
-    re-running an interrupted command with the same ``hydra.run.dir`` continues it."""
-    last = run_dir / "checkpoints" / "last.ckpt"
-    if ckpt_path == "last" or (ckpt_path is None and last.is_file()):
-        if not last.is_file():
-            raise FileNotFoundError(f"ckpt_path=last, but {last} does not exist")
-        print(f"Resuming from {last}")
-        return str(last)
+    """The checkpoint to resume from: ``ckpt_path``; ``"last"`` means this run folder's most
+    recent checkpoint (``last.ckpt`` at epoch ends, ``step.ckpt`` every N steps); with none
+    given, that checkpoint is used when it exists, so re-running an interrupted command with
+    the same ``hydra.run.dir`` continues it."""
+    saved = [p for p in (run_dir / "checkpoints").glob("*.ckpt") if p.stem in ("last", "step")]
+    if ckpt_path == "last" or (ckpt_path is None and saved):
+        if not saved:
+            raise FileNotFoundError(f"ckpt_path=last, but {run_dir / 'checkpoints'} has none")
+        latest = max(saved, key=lambda p: p.stat().st_mtime)
+        print(f"Resuming from {latest}")
+        return str(latest)
     return ckpt_path
 
 
