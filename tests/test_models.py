@@ -17,6 +17,9 @@ NUM_ITEMS = 30
 
 ENCODERS = {
     "sasrec": lambda: SelfAttentionEncoder(d_model=16, max_len=16, num_layers=2, num_heads=2),
+    "sasrec_from_end": lambda: SelfAttentionEncoder(
+        d_model=16, max_len=16, num_layers=2, num_heads=2, positions="from_end"
+    ),
     "gru": lambda: GRUEncoder(d_model=16, hidden_size=24, num_layers=2),
 }
 

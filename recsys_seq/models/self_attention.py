@@ -92,7 +92,7 @@ class SelfAttentionEncoder(nn.Module):
         num_heads: int = 2,
         ffn_multiplier: int = 4,
         dropout: float = 0.2,
-        positions: str = "from_end",
+        positions: str = "from_start",
     ) -> None:
         super().__init__()
         if positions not in ("from_end", "from_start"):
