@@ -49,3 +49,27 @@ def test_eval_batches_carry_the_same_negatives_for_every_model():
     candidates = torch.cat([batch["target"][:, None], batch["negatives"]], 1)
     rank = target_rank(scores.gather(1, candidates), torch.zeros(3, dtype=torch.long))
     assert (rank <= 100).all()
+
+
+def test_eval_users_are_one_fixed_sample_shared_by_validation_and_test():
+    data = sequences(random_histories(40, 80, 20, seed=2), num_items=80)
+    full = WindowDataset(data, Stage.TEST, 10, sampled_negatives=20)
+    val, test = (
+        WindowDataset(data, stage, 10, sampled_negatives=20, eval_users=7, eval_users_seed=3)
+        for stage in (Stage.VAL, Stage.TEST)
+    )
+    assert len(test) == 7
+    np.testing.assert_array_equal(val.users, test.users)
+    other_seed = WindowDataset(data, Stage.TEST, 10, eval_users=7, eval_users_seed=4)
+    assert set(other_seed.users) != set(test.users)
+    # a sampled user keeps exactly their full-evaluation window, target and negatives
+    rows = np.searchsorted(full.users, test.users)
+    sampled = PaddedBatchCollator()(test.__getitems__(list(range(7))))
+    reference = PaddedBatchCollator()(full.__getitems__(rows.tolist()))
+    for key in ("items", "target", "negatives", "lengths"):
+        torch.testing.assert_close(sampled[key], reference[key])
+    # training always sees everyone
+    train = WindowDataset(data, Stage.TRAIN, 10, eval_users=7)
+    assert len(train) == len(WindowDataset(data, Stage.TRAIN, 10)) > 7
+    with pytest.raises(ValueError, match="eval_users"):
+        WindowDataset(data, Stage.TEST, 10, eval_users=0)

@@ -34,6 +34,10 @@ class SequenceDataModule(L.LightningDataModule):
         negatives_from: ``uniform`` or ``popularity`` negative sampling.
         negatives_seed: seed of the fixed negatives (kept apart from ``seed`` so that
             every model and training seed faces the same candidates).
+        eval_users: validate and test on this many users drawn once (the same for every
+            model and seed) instead of all; for models too slow to rank every item for every
+            user. None evaluates everyone.
+        eval_users_seed: seed of that draw.
         prepare: called as ``prepare(path)`` when ``path`` holds no prepared dataset yet
             (the bundled demo uses this to prepare itself on first use).
     """
@@ -54,6 +58,8 @@ class SequenceDataModule(L.LightningDataModule):
         sampled_negatives: int = 0,
         negatives_from: str = "uniform",
         negatives_seed: int = 0,
+        eval_users: int | None = None,
+        eval_users_seed: int = 0,
         prepare: Callable[[Path], object] | None = None,
     ) -> None:
         super().__init__()
@@ -75,6 +81,7 @@ class SequenceDataModule(L.LightningDataModule):
             negatives_from=negatives_from,
             negatives_seed=negatives_seed,
         )
+        self.evaluation = dict(eval_users=eval_users, eval_users_seed=eval_users_seed)
         self.prepare = prepare
         self._data: PreparedSequences | None = None
 
@@ -103,7 +110,7 @@ class SequenceDataModule(L.LightningDataModule):
         return self.data.meta
 
     def dataset(self, stage: Stage | str) -> WindowDataset:
-        return WindowDataset(self.data, stage, self.max_len, **self.negatives)
+        return WindowDataset(self.data, stage, self.max_len, **self.negatives, **self.evaluation)
 
     def dataloader(
         self, stage: Stage | str, num_replicas: int | None = None, rank: int | None = None

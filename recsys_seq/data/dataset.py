@@ -126,6 +126,11 @@ class WindowDataset(Dataset):
             the user's history) for sampled-candidate metrics; 0 for none.
         negatives_from: ``uniform`` or ``popularity`` (training counts) sampling.
         negatives_seed: fixes the negatives, so every model faces the same candidates.
+        eval_users: evaluation only: keep the windows of this many users, drawn once with
+            ``eval_users_seed`` (the same users in validation and test, and for every model),
+            for models too slow to score every item for every user (DIN); None keeps all.
+            All-item metrics over such a sample estimate the full figures without bias.
+        eval_users_seed: fixes the sampled users.
     """
 
     def __init__(
@@ -136,6 +141,8 @@ class WindowDataset(Dataset):
         sampled_negatives: int = 0,
         negatives_from: str = "uniform",
         negatives_seed: int = 0,
+        eval_users: int | None = None,
+        eval_users_seed: int = 0,
     ) -> None:
         if max_len < 1:
             raise ValueError(f"max_len must be >= 1, got {max_len}")
@@ -167,6 +174,23 @@ class WindowDataset(Dataset):
                 seed=negatives_seed + (1 if self.stage is Stage.TEST else 0),
                 item_weights=weights,
             )
+        if eval_users is not None and self.stage is not Stage.TRAIN:
+            # drawn from all users, not this stage's, so validation and test share them; the
+            # negatives above were drawn first, so a sampled user keeps the same candidates
+            if eval_users < 1:
+                raise ValueError(f"eval_users must be >= 1 or None, got {eval_users}")
+            chosen = np.random.default_rng(eval_users_seed).permutation(data.users)[:eval_users]
+            self._keep(np.isin(self.users, chosen))
+
+    def _keep(self, rows: np.ndarray) -> None:
+        """Restrict the windows to ``rows`` (a boolean mask over them)."""
+        self.lengths, self.starts, self.users = (
+            self.lengths[rows],
+            self.starts[rows],
+            self.users[rows],
+        )
+        if self.negatives is not None:
+            self.negatives = self.negatives[rows]
 
     def __len__(self) -> int:
         return len(self.lengths)
