@@ -22,6 +22,7 @@ def test_experiment_fast_dev_run(tmp_path_factory, shared_data, experiment):
             f"experiment={experiment}",
             f"paths.data_dir={prepared.parent}",
             "debug=fast",
+            "data.eval_batch_size=32",  # one batch per stage; DIN ranks every item for it
             "callbacks.progress_bar=null",
             "callbacks.model_summary=null",
             "baselines=false",  # the baseline ranks every user: minutes on big catalogues
