@@ -108,6 +108,13 @@ def test_train_then_evaluate_checkpoint(tmp_path, demo_dir):
         if key.startswith("test/"):
             assert evaluated[key] == pytest.approx(value, abs=1e-6), key
 
+    # the same checkpoint under the other protocol: the user's history items excluded
+    cfg = compose_config("eval", tmp_path / "excl", [f"ckpt_path={best}", "exclude_history=true"])
+    excluded, objects = evaluate(cfg)
+    assert objects["model"].exclude_history
+    for key in ("test/ndcg@10", "popularity/test/ndcg@10"):
+        assert excluded[key] != pytest.approx(evaluated[key], abs=1e-6), key
+
 
 def test_unknown_side_feature_is_a_clear_error(tmp_path, demo_dir):
     cfg = train_config(tmp_path, demo_dir, "debug=fast", "model.side_features=[brand]")

@@ -2,6 +2,7 @@
 
     recsys-eval ckpt_path=outputs/train/runs/<run>/checkpoints/best.ckpt
     recsys-eval ckpt_path=<ckpt> data.path=<another prepared dir with the same items>
+    recsys-eval ckpt_path=<ckpt> exclude_history=true   # rank without the user's history
 
 The model is rebuilt from the configuration stored inside the checkpoint, and the checkpoint is
 read with ``weights_only=True``: it can hold tensors and plain values, never code.
@@ -64,15 +65,15 @@ def evaluate(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, Any]]:
     """Test the checkpoint ``cfg.ckpt_path``; returns ``(metrics, objects)`` like ``train``."""
     runs.quiet_console()
     model, datamodule, trained = restore(cfg.ckpt_path, cfg.get("data"))
+    if cfg.get("exclude_history") is not None:
+        model.exclude_history = bool(cfg.exclude_history)
     trainer = instantiate(cfg.trainer, logger=False, enable_checkpointing=False)
     metrics: dict[str, Any] = {}
     for result in trainer.test(model, datamodule=datamodule, verbose=False):
         metrics.update(runs.to_floats(result))
     if cfg.get("baselines"):
         metrics.update(
-            runs.popularity_metrics(
-                datamodule, list(trained.model.ks), trained.model.exclude_history
-            )
+            runs.popularity_metrics(datamodule, list(trained.model.ks), model.exclude_history)
         )
     metrics["checkpoint"] = str(cfg.ckpt_path)
     return metrics, {"datamodule": datamodule, "model": model, "trainer": trainer}
