@@ -48,6 +48,7 @@ def test_report_table_and_plots(sweep, capsys):
     assert frame["overrides"].to_list() == [" ".join(o) for o in SWEEP.values()]
     for key in ("test/ndcg@10", "test/hr@10", "val/best_ndcg@10", "popularity/test/ndcg@10"):
         assert frame[key].is_between(0, 1).all(), key
+    assert (frame["fit/seconds"] > 0).all() and (frame["fit/epochs"] >= 1).all()
 
     plots = sweep / "report"
     for name in ("metrics.png", "val_curves.png", "length_histogram_demo.png", "report.md"):

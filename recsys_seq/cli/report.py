@@ -49,6 +49,8 @@ TABLE_METRICS = (
     "val/best_ndcg@10",
     "popularity/test/ndcg@10",
     "popularity/test/hr@10",
+    "fit/epochs",
+    "fit/seconds",
 )
 # overrides left out of plot labels (the model is named anyway; the rest is cosmetic)
 LABEL_SKIPS = (

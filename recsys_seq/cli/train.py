@@ -7,6 +7,7 @@ recsys-train -m model.encoder.num_layers=1,2  # a Hydra sweep
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -51,18 +52,21 @@ def train(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, Any]]:
     trainer: L.Trainer = instantiate(
         cfg.trainer, callbacks=callbacks, logger=runs.instantiate_group(cfg.get("logger"))
     )
+    started = time.perf_counter()
     trainer.fit(
         model,
         datamodule=datamodule,
         ckpt_path=resolve_resume(cfg.get("ckpt_path"), run_dir),
         weights_only=True,
     )
+    fit_time = {"fit/seconds": time.perf_counter() - started, "fit/epochs": trainer.current_epoch}
     checkpoint = next(
         (c for c in callbacks if isinstance(c, ModelCheckpoint) and c.monitor), None
     )  # the best-model checkpoint, not the step checkpoint
     best = checkpoint.best_model_path if checkpoint and checkpoint.best_model_path else None
     metrics = runs.to_floats(trainer.callback_metrics)
     metrics = {k: v for k, v in metrics.items() if k.startswith("val/") or k.startswith("train/")}
+    metrics |= fit_time  # this invocation's training (with validation), not a resumed part
     tested = trainer.test(
         model, datamodule=datamodule, ckpt_path=best, weights_only=True, verbose=False
     )
