@@ -116,6 +116,20 @@ def test_train_then_evaluate_checkpoint(tmp_path, demo_dir):
         assert excluded[key] != pytest.approx(evaluated[key], abs=1e-6), key
 
 
+def test_last_checkpoint_follows_every_epoch_best_only_improvements(tmp_path, demo_dir):
+    # lr 0: validation never improves after the first epoch, so best.ckpt stays at epoch 0
+    cfg = train_config(
+        tmp_path, demo_dir, "trainer.max_epochs=3", "trainer.limit_train_batches=2",
+        "model.optimizer.lr=0", "callbacks.early_stopping=null",
+    )  # fmt: skip
+    train(cfg)
+    saved = {
+        name: torch.load(tmp_path / "checkpoints" / f"{name}.ckpt", weights_only=True)["epoch"]
+        for name in ("best", "last")
+    }
+    assert saved == {"best": 0, "last": 2}
+
+
 def test_unknown_side_feature_is_a_clear_error(tmp_path, demo_dir):
     cfg = train_config(tmp_path, demo_dir, "debug=fast", "model.side_features=[brand]")
     with pytest.raises(ValueError, match="brand"):
