@@ -31,6 +31,8 @@ from typing import Any
 
 import numpy as np
 
+from data_prep import publish
+
 EVENT_TYPES = ["pv", "cart", "fav", "buy"]
 JOB = {
     "dedup": "consecutive",
@@ -269,7 +271,7 @@ def run_prep_benchmark(
         row["polars_vs_pandas_same_log"] = ratio
     _print(rows)
     if output:
-        Path(output).write_text("".join(json.dumps(r) + "\n" for r in rows))
+        publish.write_rows(output, rows, "prep")
     return rows
 
 

@@ -6,13 +6,24 @@ practitioner neither the line nor what to change:
 * :func:`check_file` sniffs the first 64 KiB before any reader runs: a missing, empty, binary
   or non-gzip file, a separator that does not occur in the first line while another one does,
   and lines whose field count differs from the header (or the format's ``names``).
-* :func:`check_values` runs one streaming aggregate over the whole mapped log (row count, null
-  ids, timestamp range) and, only when something is wrong, a second query that finds the first
-  offending row, reported as a line number.
+* :func:`check_values` runs one streaming aggregate over the whole canonical log (row count,
+  missing ids, timestamp range) and, only when something is wrong, a query that finds the first
+  offending row, reported as its line (or Parquet row) with the value the file holds there;
+  :func:`check_ratings` does the same for the ratings that ``min_rating`` filters on.
+* The ``option_*`` functions check the prep options' types and ranges, so that a wrong option
+  is one paragraph naming it.
+
+Parser errors that still happen (a JSON line that is not an object, a late value that does not
+fit its column's inferred type) go through :func:`parse_error`, which looks for their line.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import io
+import math
+import numbers
+import re
 import zlib
 from collections.abc import Mapping
 from pathlib import Path
@@ -20,8 +31,18 @@ from typing import Any
 
 import polars as pl
 
-from data_prep import schema
-from data_prep.formats import ROW, PrepError, has_clock
+from data_prep import ids, schema, steps
+from data_prep.formats import (
+    INFER_ROWS,
+    ROW,
+    PrepError,
+    has_clock,
+    int_columns,
+    scan_source,
+    source_column,
+    text_fields,
+    time_text,
+)
 
 SNIFF_BYTES = 1 << 16
 COMMON_SEPARATORS = (",", "\t", ";", "|", "::", " ")
@@ -125,24 +146,66 @@ def _check_fields(lines: list[str], path: Path, fmt: Mapping[str, Any]) -> None:
             )
 
 
-def line_of(row: int, fmt: Mapping[str, Any]) -> str:
-    """Where raw row ``row`` (0-based, as numbered by the prep job) is in the file."""
-    if fmt.get("reader") in ("csv", "diginetica"):
-        header = fmt.get("has_header", True) or fmt.get("reader") == "diginetica"
-        return f"line {row + 1 + int(bool(header))}"
-    if fmt.get("reader") == "jsonl":
-        return f"line {row + 1}"
-    return f"record {row + 1}"
+def where(row: int, path: Path, fmt: Mapping[str, Any]) -> str:
+    """Where raw row ``row`` (0-based, as numbered by the prep job) is in the file: ``line N``
+    of a text file (1-based, counting the header and blank lines), ``row N`` (1-based) of a
+    Parquet file. Delimited text numbers rows as lines (a blank line is a row of nulls);
+    JSON lines and one-user-per-line files skip blank lines, so their line is looked up."""
+    reader = fmt.get("reader", "csv")
+    if reader in ("csv", "diginetica"):
+        header = reader == "diginetica" or bool(fmt.get("has_header", True))
+        return f"line {row + 1 + int(header)}"
+    if reader in ("jsonl", "user_lines"):
+        line = _file_line(row, path, fmt)
+        if line is not None:
+            return f"line {line}"
+    return f"row {row + 1}"
+
+
+def _lines(path: Path) -> pl.LazyFrame:
+    """The file's lines as text (``.gz`` decompressed), numbered from 1; blank lines kept."""
+    return pl.scan_csv(
+        path,
+        separator="\x1f",
+        has_header=False,
+        new_columns=["text"],
+        quote_char=None,
+        infer_schema=False,
+        truncate_ragged_lines=True,
+    ).with_row_index("line", offset=1)
+
+
+def _nonblank() -> pl.Expr:
+    return pl.col("text").str.strip_chars().fill_null("") != ""
+
+
+def _file_line(row: int, path: Path, fmt: Mapping[str, Any]) -> int | None:
+    """The line of row ``row`` in a file whose reader skips blank lines (JSON lines: one row
+    per line; one user per line: one row per item)."""
+    try:
+        lines = _lines(path).filter(_nonblank())
+        if fmt.get("reader") == "user_lines":
+            tokens = pl.col("text").str.strip_chars().str.split(fmt.get("separator", " "))
+            rows_before_next = (tokens.list.len() - 1).cum_sum()  # a line's rows: its items
+            found = lines.filter(rows_before_next > row).select("line").head(1).collect()
+        else:
+            found = lines.with_row_index(ROW).filter(pl.col(ROW) == row).select("line").collect()
+    except pl.exceptions.PolarsError:
+        return None
+    return found.item() if found.height else None
 
 
 def check_values(
     raw: pl.LazyFrame, path: Path, fmt: Mapping[str, Any], drop_null_ids: bool
 ) -> dict[str, int]:
-    """Profile the mapped log (rows, nulls, time range) and raise on the first bad value.
+    """Profile the canonical log (rows, nulls, time range) and raise on the first bad value.
+
+    Ids that are present but cannot be ids (the float 1.5) are refused even with
+    ``drop_null_ids``: they mean a wrong column mapping, not a row to skip.
 
     Args:
-        raw: the reader's output with the row number column ``ROW``.
-        drop_null_ids: null ids are dropped later (``null_ids=drop``) instead of an error.
+        raw: the canonical log (:func:`data_prep.formats.scan`) with the row number ``ROW``.
+        drop_null_ids: missing ids are dropped later (``null_ids=drop``) instead of an error.
     Returns:
         ``rows`` and, for a log with a clock, ``min_time`` / ``max_time``.
     """
@@ -160,47 +223,142 @@ def check_values(
     row = _collect(stats, path, fmt).row(0, named=True)
     if row["rows"] == 0:
         raise PrepError(f"Input file {path} has no data rows (format {fmt.get('name')!r}).")
-    problems = []
+    nulls = [c for c, key in ((user, "null_user"), (item, "null_item")) if row[key]]
+    _check_float_ids(nulls, path, fmt)  # invalid floats are null in raw: find them first
+    problems = []  # (condition, column, what is wrong, what to do)
     if not drop_null_ids:
         problems += [
-            (pl.col(user).is_null(), f"the user id (column {_source(fmt, user)!r}) is missing"),
-            (pl.col(item).is_null(), f"the item id (column {_source(fmt, item)!r}) is missing"),
+            (
+                pl.col(c).is_null(),
+                c,
+                f"the {_ID_NAMES[c]} (column {source_column(fmt, c)!r}) is missing",
+                "Fill in the id (empty, whitespace, null and NaN are missing), or use "
+                "null_ids=drop to skip rows without ids.",
+            )
+            for c in nulls
         ]
     if clock:
-        col = _source(fmt, ts)
+        col = source_column(fmt, ts)
         unit = fmt.get("timestamp_unit", "s")
         problems += [
             (
                 pl.col(ts).is_null(),
-                f"the timestamp (column {col!r}) is missing or not a number/date",
+                ts,
+                f"the timestamp (column {col!r}) is missing or not a number or date",
+                f"Timestamps are numbers in format.timestamp_unit ({unit!r}), dates or ISO 8601 "
+                "date-times such as 2017-11-25T08:00:00Z (or set format.timestamp_format).",
             ),
-            (pl.col(ts) < 0, f"the timestamp (column {col!r}) is negative"),
+            (pl.col(ts) < 0, ts, f"the timestamp (column {col!r}) is negative", ""),
             (
                 pl.col(ts) > latest,
-                f"the timestamp (column {col!r}) is after the year 2100 in unit {unit!r} "
-                "(milliseconds read as seconds? set format.timestamp_unit=ms)",
+                ts,
+                f"the timestamp (column {col!r}) is after the year 2100 in unit {unit!r}",
+                "Milliseconds read as seconds? Set format.timestamp_unit=ms.",
             ),
         ]
     needs_look = (
-        (not drop_null_ids and (row["null_user"] or row["null_item"]))
+        (not drop_null_ids and nulls)
         or (clock and row["null_ts"])
         or (clock and row["min_time"] is not None and row["min_time"] < 0)
         or (clock and row["max_time"] is not None and row["max_time"] > latest)
     )
     if needs_look:
-        for condition, message in problems:
+        for condition, column, message, to_do in problems:
             bad = _collect(raw.filter(condition).select(ROW).head(1), path, fmt)
             if bad.height:
                 count = _collect(raw.filter(condition).select(pl.len()), path, fmt).item()
+                first = bad.item()
                 raise PrepError(
-                    f"{path}, {line_of(bad.item(), fmt)}: {message} ({count:,} such rows). "
-                    + ("Use null_ids=drop to skip rows without ids." if "id" in message else "")
+                    f"{path}, {where(first, path, fmt)}: {message}"
+                    f"{_count(count, first, column, path, fmt)}. {to_do}".strip()
                 )
     return {k: row[k] for k in ("rows", "min_time", "max_time")} if clock else {"rows": row["rows"]}
 
 
-def _source(fmt: Mapping[str, Any], canonical: str) -> str:
-    return (fmt.get("columns") or {}).get(canonical) or canonical
+_ID_NAMES = {schema.RAW_USER: "user id", schema.RAW_ITEM: "item id"}
+
+
+def _check_float_ids(columns: list[str], path: Path, fmt: Mapping[str, Any]) -> None:
+    """Refuse float ids that are not integers (see :mod:`data_prep.ids`), naming the first."""
+    if not columns:
+        return
+    source = scan_source(path, fmt)
+    types = source.collect_schema()
+    for column in columns:
+        if ids.kind(types[column]) != "float":
+            continue
+        invalid = ids.invalid(pl.col(column), types[column])
+        found = source.with_row_index(ROW).filter(invalid).select(ROW, column)
+        bad = _collect(found.head(1), path, fmt)
+        if bad.height:
+            count = _collect(found.select(pl.len()), path, fmt).item()
+            name = source_column(fmt, column)
+            raise PrepError(
+                f"{path}, {where(bad[ROW].item(), path, fmt)}: the {_ID_NAMES[column]} (column "
+                f"{name!r}) is {bad[column].item()!r}, a float that is not an integer id "
+                f"({count:,} such rows). A fractional or infinite id usually means "
+                f"a wrong column mapping (check format.columns.{column}); ids beyond 2^53 "
+                "cannot be floats: write them as integers or text."
+            )
+
+
+def _count(count: int, row: int, canonical: str, path: Path, fmt: Mapping[str, Any]) -> str:
+    """``(3 such rows; this one holds 'yesterday')``: how many, and the value the file holds
+    in the first one (what a reader needs to find it), when it holds one."""
+    try:
+        value = (
+            scan_source(path, fmt)
+            .with_row_index(ROW)
+            .filter(pl.col(ROW) == row)  # not .slice: polars' JSON reader slices blank lines
+            .select(canonical)
+            .collect()
+            .to_series()
+            .to_list()
+        )
+    except pl.exceptions.PolarsError:
+        value = []
+    held = f"; this one holds {value[0]!r}" if value and value[0] is not None else ""
+    return f" ({count:,} such rows{held})"
+
+
+def check_ratings(
+    raw: pl.LazyFrame, path: Path, fmt: Mapping[str, Any], min_rating: float, drop: bool
+) -> None:
+    """Before ``min_rating`` filters: every rating is a number, or missing (empty, null, NaN).
+
+    A rating that is not a number (``abc``, ``inf``) is refused: the column is not ratings. A
+    missing rating cannot pass a threshold: it is refused, or with ``drop`` (``null_ids=drop``)
+    its row is dropped by the filter, as a missing id is.
+    """
+    column = source_column(fmt, schema.RAW_RATING)
+    dtype = raw.collect_schema()[schema.RAW_RATING]
+    try:
+        rating = steps.rating(dtype)
+    except TypeError:
+        raise PrepError(
+            f"{path}: min_rating={min_rating} needs numeric ratings, and the rating column "
+            f"{column!r} holds {dtype} values. Check format.columns.rating."
+        ) from None
+    checks = [(rating.unreadable, "is not a number", "Check format.columns.rating.")]
+    if not drop:
+        checks.append(
+            (
+                rating.missing,
+                "is missing (empty, null or NaN), so min_rating cannot judge it",
+                "Fill it in, or use null_ids=drop to drop rows without a rating.",
+            )
+        )
+    counts = _collect(
+        raw.select(*(c.sum().alias(str(i)) for i, (c, _, _) in enumerate(checks))), path, fmt
+    ).row(0)
+    for (condition, problem, to_do), count in zip(checks, counts, strict=True):
+        if count:
+            found = raw.with_row_index(ROW).filter(condition).select(ROW).head(1)
+            first = _collect(found, path, fmt).item()
+            raise PrepError(
+                f"{path}, {where(first, path, fmt)}: the rating (column {column!r}) {problem}"
+                f"{_count(count, first, schema.RAW_RATING, path, fmt)}. {to_do}"
+            )
 
 
 def _collect(lf: pl.LazyFrame, path: Path, fmt: Mapping[str, Any]) -> pl.DataFrame:
@@ -211,14 +369,35 @@ def _collect(lf: pl.LazyFrame, path: Path, fmt: Mapping[str, Any]) -> pl.DataFra
 
 
 def parse_error(err: Exception, path: Path, fmt: Mapping[str, Any]) -> PrepError:
-    """A parser exception as a :class:`PrepError` naming the file (and the line, when found)."""
+    """A parser exception as a :class:`PrepError` naming the file (and the line, when found),
+    with a hint that fits the format."""
     message = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-    located = _locate_bad_value(path, fmt)
+    reader = fmt.get("reader", "csv")
+    if reader == "jsonl":
+        located = _locate_json_line(path, fmt)
+    elif reader == "user_lines" or (reader == "csv" and len(fmt.get("separator", ",")) > 1):
+        located = _locate_text_field(path, fmt)
+    else:
+        located = _locate_bad_value(path, fmt)
     return PrepError(
         f"Could not read {path} as format {fmt.get('name')!r}: "
-        + (located or message)
-        + " Check format.separator, format.names and the column mapping."
+        + (located or f"{message}.")
+        + " "
+        + _HINTS.get(reader, _HINTS["csv"])
     )
+
+
+_HINTS = {
+    "csv": "Check format.separator, format.names and the column mapping.",
+    "diginetica": "Check format.separator, format.names and the column mapping.",
+    "jsonl": (
+        "Each line must be one JSON object, and each key's values of one type (ids all "
+        "numbers or all strings; timestamps numbers or date strings); check the column "
+        "mapping (format.columns)."
+    ),
+    "parquet": "Check the file and the column mapping (format.columns).",
+    "user_lines": "Each line must be a user id and then item ids, separated by the separator.",
+}
 
 
 def _locate_bad_value(path: Path, fmt: Mapping[str, Any]) -> str | None:
@@ -234,7 +413,7 @@ def _locate_bad_value(path: Path, fmt: Mapping[str, Any]) -> str | None:
         "quote_char": fmt.get("quote_char", '"'),
     }
     try:
-        inferred = pl.scan_csv(path, infer_schema_length=10_000, **kwargs).collect_schema()
+        inferred = pl.scan_csv(path, infer_schema_length=INFER_ROWS, **kwargs).collect_schema()
         text = pl.scan_csv(path, infer_schema=False, **kwargs).with_row_index(ROW)
         for col in (fmt.get("columns") or {}).values():
             if col is None or col not in inferred or not inferred[col].is_numeric():
@@ -247,11 +426,185 @@ def _locate_bad_value(path: Path, fmt: Mapping[str, Any]) -> str | None:
                 .collect()
             )
             if bad.height:
-                where = line_of(bad[ROW].item(), fmt)
                 return (
-                    f"{where}, column {col!r}: value {bad[col].item()!r} is not a number like the "
-                    "rows before it."
+                    f"{where(bad[ROW].item(), path, fmt)}, column {col!r}: value "
+                    f"{bad[col].item()!r} is not a number like the rows before it."
                 )
     except pl.exceptions.PolarsError:
         return None
     return None
+
+
+def _locate_text_field(path: Path, fmt: Mapping[str, Any]) -> str | None:
+    """For the readers that split lines themselves: the first line whose field is not an
+    integer while the first rows of its column are. None if not found."""
+    try:
+        text = text_fields(path, fmt)
+        names = text.collect_schema().names()
+        text = text.with_row_index(ROW)
+        for col in int_columns(text, names):
+            failed = pl.col(col).cast(pl.Int64, strict=False).is_null() & pl.col(col).is_not_null()
+            bad = text.filter(failed).select(ROW, col).head(1).collect()
+            if bad.height:
+                return (
+                    f"{where(bad[ROW].item(), path, fmt)}, column {col!r}: value "
+                    f"{bad[col].item()!r} is not an integer like the rows before it."
+                )
+    except pl.exceptions.PolarsError:
+        return None
+    return None
+
+
+def _locate_json_line(path: Path, fmt: Mapping[str, Any]) -> str | None:
+    """The first line of a JSON-lines file that the reader cannot take: the shortest prefix of
+    its lines that fails to read as the whole file failed, found by bisection (a few reads
+    of prefixes, no loop over lines). None if no prefix fails."""
+    sources = [c for c in (fmt.get("columns") or {}).values() if c is not None]
+    try:
+        lines = _lines(path).filter(_nonblank()).collect()
+    except pl.exceptions.PolarsError:
+        return None
+
+    def failure(count: int) -> str | None:
+        data = lines["text"].head(count).str.join("\n").item().encode()
+        try:
+            lf = pl.scan_ndjson(io.BytesIO(data), infer_schema_length=INFER_ROWS)
+            present = set(lf.collect_schema().names())
+            lf.select(c for c in sources if c in present).collect()
+        except Exception as err:  # polars raises several error types for unreadable JSON
+            return str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        return None
+
+    message = failure(lines.height)
+    if message is None:
+        return None
+    good, bad = 0, lines.height  # the first `good` lines read, the first `bad` do not
+    while bad - good > 1:
+        middle = (good + bad) // 2
+        found = failure(middle)
+        good, bad = (good, middle) if found else (middle, bad)
+        message = found or message
+    line, text = lines.row(bad - 1)
+    return f"line {line}: {message}; line {line} reads {text[:80]!r}."
+
+
+# ---------------------------------------------------------------------------- option values
+# Options come from the command line (Hydra gives ints, floats, bools, strings or lists) or
+# from Python; each is checked for type and range here so that a wrong one is a PrepError
+# naming it, never a traceback or a silently different job.
+
+
+def option_int(key: str, value: Any, least: int) -> int:
+    """An integer option >= ``least``: an int or a string of one (``"12"``); not a bool, not
+    1.5 or 3.0, not a list."""
+    integral = isinstance(value, numbers.Integral) and not isinstance(value, bool)
+    digits = isinstance(value, str) and re.fullmatch(r"\s*[+-]?[0-9]+\s*", value)
+    number = int(value) if integral or digits else None
+    if number is None or number < least:
+        raise PrepError(
+            f"Option {key} must be >= {least} and a whole number (e.g. {key}={least + 4}), "
+            f"got {_shown(value)}."
+        )
+    return number
+
+
+def option_number(
+    key: str,
+    value: Any,
+    above: float | None = None,
+    below: float | None = None,
+    at_least: float | None = None,
+) -> int | float:
+    """A finite number (an int stays an int) ``> above``, ``< below`` and ``>= at_least``
+    where given; a string of one is accepted; not a bool, NaN, inf or a list."""
+    number: int | float | None = None
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        number = value if isinstance(value, numbers.Integral) else float(value)
+    elif isinstance(value, str):
+        text = value.strip()
+        if re.fullmatch(r"[+-]?[0-9]+", text):
+            number = int(text)
+        else:
+            try:
+                number = float(text)
+            except ValueError:
+                number = None
+    in_range = (
+        number is not None
+        and math.isfinite(number)
+        and (above is None or number > above)
+        and (below is None or number < below)
+        and (at_least is None or number >= at_least)
+    )
+    if not in_range:
+        bounds = [
+            f"{word} {bound}"
+            for word, bound in ((">", above), ("<", below), (">=", at_least))
+            if bound is not None
+        ]
+        raise PrepError(
+            f"Option {key} must be a number{' ' + ' and '.join(bounds) if bounds else ''}, "
+            f"got {_shown(value)}."
+        )
+    return number
+
+
+def option_list(key: str, value: Any, allow_empty: bool = True) -> list[str] | None:
+    """A list option of names: a list, or one name given alone (``event_types=buy`` is
+    ``['buy']``, never split into characters); None stays None. Names are strings or ints."""
+    if value is None:
+        return None
+    values = [value] if isinstance(value, (str, numbers.Integral)) else value
+    if isinstance(value, bool) or not isinstance(values, (list, tuple)):
+        raise PrepError(
+            f"Option {key} must be a list of names (e.g. {key}=[a,b]) or one name, got "
+            f"{_shown(value)}."
+        )
+    odd = [v for v in values if isinstance(v, bool) or not isinstance(v, (str, numbers.Integral))]
+    if odd:
+        raise PrepError(
+            f"Option {key} must list names (strings or integers), got {_shown(odd[0])} in "
+            f"{list(values)!r}; quote a name that looks like another type (e.g. {key}=['true'])."
+        )
+    if not values and not allow_empty:
+        raise PrepError(f"Option {key}=[] would keep nothing; leave it null to keep everything.")
+    return [str(v) for v in values]
+
+
+def option_time(key: str, value: Any, unit: str) -> int | None:
+    """A time option as a clock value in the log's ``unit``: an integer (or an integral float)
+    is a clock value already; a date or ISO 8601 date-time (a string, or a Python date or
+    datetime) is converted, an offset (``Z``, ``+08:00``) to UTC, a naive time taken as UTC,
+    exactly as timestamps in the log are (:func:`data_prep.formats.time_text`)."""
+    if value is None:
+        return None
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return int(value)
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return int(value)
+    text = value.isoformat() if isinstance(value, (dt.date, dt.datetime)) else value
+    clock = None
+    if isinstance(text, str):
+        clock = pl.select(time_text(pl.lit(text, dtype=pl.String), unit)).item()
+    if clock is None:
+        raise PrepError(
+            f"Option {key} must be a clock value in unit {unit!r} (an integer) or a date or "
+            f"date-time (e.g. 2017-12-01, 2017-12-01T08:00:00Z or 2017-12-01T16:00:00+08:00), "
+            f"got {_shown(value)}."
+        )
+    return int(clock)
+
+
+def option_flag(key: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise PrepError(f"Option {key} must be true or false, got {_shown(value)}.")
+    return value
+
+
+def _shown(value: Any) -> str:
+    """``'abc'``, ``True (a bool)``, ``[1] (a list)``: the value and, when it could be mistaken
+    for another type, its type."""
+    shown = repr(value)
+    if isinstance(value, (bool, list, tuple, dict, float)) or value is None:
+        shown += f" (a {type(value).__name__})"
+    return shown

@@ -7,14 +7,14 @@ one line per finished stage; the summary table to stdout.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from data_prep.formats import CONF_DIR, PrepError
+from data_prep.errors import exit_on_user_error, run_command
+from data_prep.formats import CONF_DIR
 from data_prep.prep import prepare
 from data_prep.progress import console_stages
 from data_prep.synthetic import BUNDLED_CLICKS
@@ -68,20 +68,17 @@ def summary(meta: dict[str, Any], output: str) -> None:
 
 
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="prep")
+@exit_on_user_error("recsys-prep")
 def _main(cfg: DictConfig) -> None:
     plain = OmegaConf.to_container(cfg, resolve=True)
     plain.pop("hydra", None)
     plain = resolve_paths(plain)
-    try:
-        meta = prepare(plain, stage=console_stages())
-    except PrepError as err:
-        print(f"recsys-prep: error: {err}", file=sys.stderr)
-        sys.exit(2)
+    meta = prepare(plain, stage=console_stages())
     summary(meta, plain["output"])
 
 
 def main() -> None:
-    _main()
+    run_command(_main)
 
 
 if __name__ == "__main__":

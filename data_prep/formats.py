@@ -1,20 +1,34 @@
 """Readers: map a raw file of some format to a LazyFrame with the canonical raw columns.
 
 A *format* is a small mapping (one ``conf/format/<name>.yaml`` each) whose ``reader`` key names
-a reader function registered here; the rest are that reader's options. Every reader returns a
+a reader function registered here; the rest are that reader's options. :func:`scan` returns a
 LazyFrame with the canonical columns of :mod:`data_prep.schema`::
 
     user_id   item_id   timestamp   [event_type]   [category]   [rating]
 
-``timestamp`` is an integer in the format's ``timestamp_unit`` (s by default; strings and dates
-are converted to it); formats without a clock (``timestamp: null`` in the mapping) get the
-file's row order, which is the documented order of files like SASRec's ``user item`` lists.
-A reader builds a plan and never collects. Before a reader runs, :mod:`data_prep.checks`
-sniffs the file's head (missing, empty, binary, wrong separator, wrong field count) so that
-those errors name the file and line instead of surfacing as a parser error.
+Two layers, so that a check can still see what the file holds:
+
+* a *reader* renames the mapped source columns to the canonical names, values as in the file
+  (:func:`scan_source`);
+* :func:`scan` then makes the values canonical: ``user_id`` and ``item_id`` by the id policy of
+  :mod:`data_prep.ids` (``" 14"``, ``"014"`` and ``14.0`` are the item 14); ``timestamp`` an
+  Int64 in the format's ``timestamp_unit`` (s by default): numbers as they are, dates,
+  datetimes and date strings (ISO 8601, offsets such as ``Z`` or ``+02:00`` converted to UTC,
+  naive times taken as UTC; or ``timestamp_format``) as epoch values. A value that is present
+  but unusable (``yesterday``, the float id 1.5) becomes null, and
+  :func:`data_prep.checks.check_values` reports it with its line; a column whose type cannot
+  hold ids or times (booleans, lists, structs) is refused at once. ``rating`` keeps its source
+  type: only the ``min_rating`` filter reads it (see :func:`data_prep.steps.rating`).
+
+Formats without a clock (``timestamp: null`` in the mapping) get the file's row order, which
+is the documented order of files like SASRec's ``user item`` lists. Readers build a plan and
+never collect. Before a reader runs, :mod:`data_prep.checks` sniffs the file's head (missing,
+empty, binary, wrong separator, wrong field count) so that those errors name the file and line
+instead of surfacing as a parser error.
 
 Adding a format: write a function ``(path, fmt) -> LazyFrame`` decorated with
-``@register("name")`` (or reuse ``csv`` with options) and add ``conf/format/<name>.yaml``.
+``@register("name")`` that ends with ``_select_mapped`` (or reuse ``csv`` with options), and
+add ``conf/format/<name>.yaml``.
 """
 
 from __future__ import annotations
@@ -26,6 +40,7 @@ from typing import Any
 import polars as pl
 
 from data_prep import schema
+from data_prep.errors import UserError
 
 CANONICAL = (
     schema.RAW_USER,
@@ -57,10 +72,11 @@ CSV_FORMAT: dict[str, Any] = {
     "timestamp_unit": "s",
 }
 TIME_UNITS = ("s", "ms", "us", "ns")
+INFER_ROWS = 10_000  # rows that decide a text column's type (csv, jsonl)
 
 
-class PrepError(Exception):
-    """A user error (bad path, column, option or empty result): reported without a traceback."""
+class PrepError(UserError):
+    """A prep user error (bad path, column, option or empty result)."""
 
 
 def register(name: str) -> Callable[[Reader], Reader]:
@@ -90,25 +106,37 @@ def scan(path: str | Path, fmt: str | Mapping[str, Any]) -> pl.LazyFrame:
     """Plan the read of ``path`` in format ``fmt``: canonical columns, nothing collected.
 
     Raises:
-        PrepError: the file does not exist, the reader is unknown, or a mapped column is missing.
+        PrepError: the file does not exist, the reader is unknown, a mapped column is missing,
+            or the ids or timestamps are of a type that holds none (booleans, lists, ...).
     """
     from data_prep.checks import check_file
 
     fmt = load_format(fmt)
     path = Path(path)
+    if fmt.get("timestamp_unit", "s") not in TIME_UNITS:
+        raise PrepError(
+            f"format.timestamp_unit must be one of {', '.join(TIME_UNITS)}, "
+            f"not {fmt.get('timestamp_unit')!r}."
+        )
+    reader = _reader(fmt)
+    check_file(path, fmt)
+    return _canonical(reader(path, fmt), path, fmt)
+
+
+def scan_source(path: str | Path, fmt: Mapping[str, Any]) -> pl.LazyFrame:
+    """The mapped columns of ``path`` with their values as in the file (not canonical): what
+    a check reads to say why a canonical value is missing (e.g. the float id 1.5)."""
+    return _reader(fmt)(Path(path), fmt)
+
+
+def _reader(fmt: Mapping[str, Any]) -> Reader:
     reader = READERS.get(fmt.get("reader", "csv"))
     if reader is None:
         raise PrepError(
             f"Format {fmt.get('name')!r} names reader {fmt.get('reader')!r}, which does not "
             f"exist; readers: {', '.join(sorted(READERS))}."
         )
-    if fmt.get("timestamp_unit", "s") not in TIME_UNITS:
-        raise PrepError(
-            f"format.timestamp_unit must be one of {', '.join(TIME_UNITS)}, "
-            f"not {fmt.get('timestamp_unit')!r}."
-        )
-    check_file(path, fmt)
-    return reader(path, fmt)
+    return reader
 
 
 def has_clock(fmt: Mapping[str, Any]) -> bool:
@@ -119,8 +147,25 @@ def has_clock(fmt: Mapping[str, Any]) -> bool:
     )
 
 
-def _select_canonical(lf: pl.LazyFrame, path: Path, fmt: Mapping[str, Any]) -> pl.LazyFrame:
-    """Rename mapped source columns to canonical names; check they exist; add a row clock."""
+def source_column(fmt: Mapping[str, Any], canonical: str) -> str:
+    """The file's column mapped to ``canonical`` (for messages)."""
+    return (fmt.get("columns") or {}).get(canonical) or canonical
+
+
+def _schema(lf: pl.LazyFrame, path: Path, fmt: Mapping[str, Any]) -> pl.Schema:
+    """The frame's schema; a file the reader cannot parse becomes a PrepError naming the line
+    where that can be found (JSON lines whose values do not fit one type, say)."""
+    from data_prep.checks import parse_error
+
+    try:
+        return lf.collect_schema()
+    except Exception as err:  # polars raises several error types for unreadable files
+        raise parse_error(err, path, fmt) from None
+
+
+def _select_mapped(lf: pl.LazyFrame, path: Path, fmt: Mapping[str, Any]) -> pl.LazyFrame:
+    """Rename mapped source columns to canonical names; check they exist; add a row clock.
+    Values keep their source types: :func:`scan` makes them canonical."""
     mapping = {k: v for k, v in (fmt.get("columns") or {}).items() if v is not None}
     unknown = set(mapping) - set(CANONICAL)
     if unknown:
@@ -128,10 +173,7 @@ def _select_canonical(lf: pl.LazyFrame, path: Path, fmt: Mapping[str, Any]) -> p
             f"Format {fmt.get('name')!r} maps unknown canonical column(s) {sorted(unknown)}; "
             f"the canonical columns are {', '.join(CANONICAL)}."
         )
-    try:
-        available = lf.collect_schema().names()
-    except Exception as err:  # polars raises several error types for unreadable files
-        raise PrepError(f"Could not read {path} as format {fmt.get('name')!r}: {err}") from None
+    available = _schema(lf, path, fmt).names()
     for canonical in REQUIRED:
         if canonical not in mapping:
             raise PrepError(f"Format {fmt.get('name')!r} does not map the {canonical!r} column.")
@@ -145,39 +187,129 @@ def _select_canonical(lf: pl.LazyFrame, path: Path, fmt: Mapping[str, Any]) -> p
     if missing:
         raise PrepError(
             f"Column(s) {', '.join(map(repr, missing))} not found in {path}; the file has "
-            f"columns {available}. Fix the mapping with format.columns.<canonical>=<column> "
-            f"(or null for an optional column), or check format.separator / has_header."
+            f"{_what_columns(fmt)} {available}. Fix the mapping with "
+            f"format.columns.<canonical>=<column> (or null for an optional column)"
+            f"{_layout_hint(fmt)}."
         )
-    exprs = [pl.col(src).alias(canonical) for canonical, src in mapping.items()]
-    lf = lf.select(exprs)
+    lf = lf.select(pl.col(src).alias(canonical) for canonical, src in mapping.items())
     if schema.RAW_TIMESTAMP not in mapping:
         # no clock: file order is the time order
         lf = lf.with_columns(pl.int_range(pl.len(), dtype=pl.Int64).alias(schema.RAW_TIMESTAMP))
-    return lf.with_columns(_timestamp_expr(lf, fmt))
+    return lf
 
 
-def _timestamp_expr(lf: pl.LazyFrame, fmt: Mapping[str, Any]) -> pl.Expr:
-    """Timestamp as Int64: integers stay, floats truncate, datetimes/strings become unix seconds."""
-    """Timestamp as Int64 in ``timestamp_unit``: integers stay, floats truncate, datetimes and
-    strings become epoch values. Unparseable values become null (not an exception) so that
-    :mod:`data_prep.checks` can report the first offending line instead of a parser error."""
+def _what_columns(fmt: Mapping[str, Any]) -> str:
+    return "keys" if fmt.get("reader") == "jsonl" else "columns"
+
+
+def _layout_hint(fmt: Mapping[str, Any]) -> str:
+    if fmt.get("reader") in ("csv", "diginetica"):
+        return ", or check format.separator / has_header"
+    return ""
+
+
+def _canonical(lf: pl.LazyFrame, path: Path, fmt: Mapping[str, Any]) -> pl.LazyFrame:
+    """Ids by the policy of :mod:`data_prep.ids`, the timestamp as Int64 epoch values.
+
+    Values that are present but unusable become null here and are reported by
+    :func:`data_prep.checks.check_values` with their line; a column whose type holds no ids
+    or times at all is refused now.
+    """
+    from data_prep import ids
+
+    types = _schema(lf, path, fmt)
+    out = lf.with_columns(_timestamp(lf, types[schema.RAW_TIMESTAMP], path, fmt))
+    for canonical in REQUIRED:
+        try:
+            out = ids.canonical(out, canonical, types[canonical])
+        except TypeError:
+            what = "user" if canonical == schema.RAW_USER else "item"
+            raise _wrong_type(
+                lf, path, fmt, canonical, f"the {what} id", "ids are integers or text"
+            ) from None
+    return out
+
+
+def _wrong_type(
+    lf: pl.LazyFrame, path: Path, fmt: Mapping[str, Any], canonical: str, what: str, rule: str
+) -> PrepError:
+    """A column whose type cannot mean ``what``, naming its first value and where it is (or,
+    when the file cannot even be read that far, the line where reading fails)."""
+    from data_prep.checks import parse_error, where
+
+    col = pl.col(canonical)
+    seen = ""
+    try:
+        first = lf.with_row_index(ROW).filter(col.is_not_null()).select(ROW, col).head(1).collect()
+    except pl.exceptions.PolarsError as err:
+        return parse_error(err, path, fmt)
+    if first.height:
+        value = first[canonical].to_list()[0]
+        seen = f"; {where(first[ROW].item(), path, fmt)} holds {value!r}"
+    dtype = lf.collect_schema()[canonical]
+    return PrepError(
+        f"{path}: {what} (column {source_column(fmt, canonical)!r}) holds {dtype} values, "
+        f"and {rule}{seen}. Check format.columns.{canonical}."
+    )
+
+
+def _timestamp(lf: pl.LazyFrame, dtype: pl.DataType, path: Path, fmt: Mapping[str, Any]) -> pl.Expr:
+    """Timestamp as Int64 in ``timestamp_unit``: integers stay, floats truncate, dates and
+    datetimes (naive ones are UTC) and strings (:func:`time_text`) become epoch values."""
     ts = pl.col(schema.RAW_TIMESTAMP)
     unit = fmt.get("timestamp_unit", "s")
-    dtype = lf.collect_schema()[schema.RAW_TIMESTAMP]
-    if dtype == pl.String:
-        numeric = ts.str.strip_chars().cast(pl.Int64, strict=False)
-        if fmt.get("timestamp_format"):
-            parsed = ts.str.to_datetime(fmt["timestamp_format"], strict=False)
-        else:
-            parsed = ts.str.to_datetime(strict=False, time_unit="us")
-        ts = pl.coalesce(numeric, parsed.dt.epoch(unit))
+    if dtype.is_integer():
+        pass
+    elif dtype.is_float() or isinstance(dtype, pl.Decimal):
+        ts = ts.cast(pl.Float64).floor()
     elif dtype == pl.Date:
         ts = ts.cast(pl.Datetime("ms")).dt.epoch(unit)
     elif isinstance(dtype, pl.Datetime):
         ts = ts.dt.epoch(unit)
-    elif dtype.is_float():
-        ts = ts.floor()
+    elif isinstance(dtype, (pl.String, pl.Categorical, pl.Enum, pl.Null)):
+        ts = time_text(ts.cast(pl.String), unit, fmt.get("timestamp_format"))
+    else:
+        raise _wrong_type(
+            lf,
+            path,
+            fmt,
+            schema.RAW_TIMESTAMP,
+            "the timestamp",
+            "timestamps are numbers, dates, datetimes or date strings",
+        )
     return ts.cast(pl.Int64, strict=False).alias(schema.RAW_TIMESTAMP)
+
+
+ISO_WITH_OFFSET = "%Y-%m-%dT%H:%M:%S%.f%#z"  # Z, +02:00, +0200 or +02
+ISO_NAIVE = "%Y-%m-%dT%H:%M:%S%.f"
+
+
+def time_text(text: pl.Expr, unit: str, timestamp_format: str | None = None) -> pl.Expr:
+    """Epoch values (Int64, ``unit``) of time strings; null where a string is not a time.
+
+    A number is a clock value already (``1511544070``; a fraction is truncated). Otherwise,
+    with ``timestamp_format`` (strftime), that format; without it ISO 8601: a date
+    (``2017-11-25``) or a date and time (``T`` or a space between, seconds and fraction
+    optional), with an offset (``Z``, ``+02:00``) converted to UTC, without one taken as UTC.
+    """
+    text = text.str.strip_chars()
+    number = pl.coalesce(
+        text.cast(pl.Int64, strict=False),
+        text.cast(pl.Float64, strict=False).floor().cast(pl.Int64, strict=False),
+    )
+    precision = "ns" if unit == "ns" else "us"
+    if timestamp_format:
+        parsed = text.str.to_datetime(timestamp_format, strict=False, time_unit=precision)
+        return pl.coalesce(number, parsed.dt.epoch(unit))
+    iso = text.str.replace(r"^(\d{4}-\d{2}-\d{2}) (\d)", "${1}T${2}").str.replace(
+        r"^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2})([^:]|$)", "${1}:00${2}"
+    )
+    return pl.coalesce(
+        number,
+        iso.str.to_datetime(ISO_WITH_OFFSET, strict=False, time_unit=precision).dt.epoch(unit),
+        iso.str.to_datetime(ISO_NAIVE, strict=False, time_unit=precision).dt.epoch(unit),
+        iso.str.to_date("%Y-%m-%d", strict=False).cast(pl.Datetime("ms")).dt.epoch(unit),
+    )
 
 
 @register("csv")
@@ -196,7 +328,7 @@ def read_csv(path: Path, fmt: Mapping[str, Any]) -> pl.LazyFrame:
             new_columns=names,
             null_values=fmt.get("null_values"),
             quote_char=fmt.get("quote_char", '"'),
-            infer_schema_length=10_000,
+            infer_schema_length=INFER_ROWS,
         )
     else:
         # polars separators are one byte: split each line on the multi-character separator
@@ -205,27 +337,55 @@ def read_csv(path: Path, fmt: Mapping[str, Any]) -> pl.LazyFrame:
                 f"Format {fmt.get('name')!r}: the multi-character separator {sep!r} needs "
                 "has_header: false and names: [...]."
             )
-        line = pl.col("line").str.split(sep)
-        lf = (
-            pl.scan_csv(
-                path, separator="\x1f", has_header=False, new_columns=["line"], quote_char=None
+        lf = _infer_ints(text_fields(path, fmt), names)
+    return _select_mapped(lf, path, fmt)
+
+
+def text_fields(path: Path, fmt: Mapping[str, Any]) -> pl.LazyFrame:
+    """For the readers that split lines themselves (a multi-character separator, one user per
+    line): the fields as stripped text, in the reader's row order, before integer columns
+    are recognised (the check that names a line whose field is not an integer reads these)."""
+    lines = pl.scan_csv(
+        path, separator="\x1f", has_header=False, new_columns=["line"], quote_char=None
+    )
+    if fmt.get("reader") == "user_lines":
+        tokens = pl.col("line").str.strip_chars().str.split(fmt.get("separator", " "))
+        return (
+            lines.filter(pl.col("line").str.strip_chars() != "")
+            .select(
+                tokens.list.first().alias(schema.RAW_USER),
+                tokens.list.slice(1).alias(schema.RAW_ITEM),
             )
-            .select(line.list.get(i, null_on_oob=True).alias(n) for i, n in enumerate(names))
-            .with_columns(pl.col(n).str.strip_chars() for n in names)
+            .with_columns(
+                pl.int_ranges(pl.col(schema.RAW_ITEM).list.len(), dtype=pl.Int64).alias(
+                    schema.RAW_TIMESTAMP
+                )
+            )
+            .explode([schema.RAW_ITEM, schema.RAW_TIMESTAMP])
         )
-        lf = _infer_ints(lf, names)
-    return _select_canonical(lf, path, fmt)
+    names = list(fmt["names"])
+    fields = pl.col("line").str.split(fmt["separator"])
+    return lines.select(
+        fields.list.get(i, null_on_oob=True).str.strip_chars().alias(n) for i, n in enumerate(names)
+    )
 
 
 def _infer_ints(lf: pl.LazyFrame, names: list[str]) -> pl.LazyFrame:
-    """Columns split from text are strings; make the all-integer ones Int64 (ids, clocks)."""
+    """Columns split from text are strings; make the all-integer ones Int64 (ids, clocks).
+
+    Decided on the first rows; a later value that is not an integer fails the read, and
+    :func:`data_prep.checks.parse_error` names its line."""
+    return lf.with_columns(pl.col(n).cast(pl.Int64) for n in int_columns(lf, names))
+
+
+def int_columns(lf: pl.LazyFrame, names: list[str]) -> list[str]:
+    """The text columns whose first 1,000 values are all integers (or missing)."""
     head = lf.head(1000).collect()
-    ints = [
+    return [
         n
         for n in names
         if head[n].cast(pl.Int64, strict=False).null_count() == head[n].null_count()
     ]
-    return lf.with_columns(pl.col(n).cast(pl.Int64) for n in ints)
 
 
 @register("diginetica")
@@ -243,32 +403,23 @@ def read_diginetica(path: Path, fmt: Mapping[str, Any]) -> pl.LazyFrame:
         separator=fmt.get("separator", ";"),
         has_header=True,
         null_values=fmt.get("null_values") or ["NA"],
-        infer_schema_length=10_000,
+        infer_schema_length=INFER_ROWS,
     )
-    names = lf.collect_schema().names() if _readable(lf, path, fmt) else []
-    if {"eventdate", "timeframe"} <= set(names):
+    if {"eventdate", "timeframe"} <= set(_schema(lf, path, fmt).names()):
         lf = lf.with_columns((day.dt.epoch("ms") + pl.col("timeframe")).alias("_clock"))
-    return _select_canonical(lf, path, fmt)
-
-
-def _readable(lf: pl.LazyFrame, path: Path, fmt: Mapping[str, Any]) -> bool:
-    try:
-        lf.collect_schema()
-    except Exception as err:  # polars raises several error types for unreadable files
-        raise PrepError(f"Could not read {path} as format {fmt.get('name')!r}: {err}") from None
-    return True
+    return _select_mapped(lf, path, fmt)
 
 
 @register("parquet")
 def read_parquet(path: Path, fmt: Mapping[str, Any]) -> pl.LazyFrame:
-    """Parquet file. Options: ``columns``, ``timestamp_format``."""
-    return _select_canonical(pl.scan_parquet(path), path, fmt)
+    """Parquet file. Options: ``columns``, ``timestamp_format`` (for string timestamps)."""
+    return _select_mapped(pl.scan_parquet(path), path, fmt)
 
 
 @register("jsonl")
 def read_jsonl(path: Path, fmt: Mapping[str, Any]) -> pl.LazyFrame:
     """Newline-delimited JSON (one object per line). Options: ``columns``, ``timestamp_format``."""
-    return _select_canonical(pl.scan_ndjson(path), path, fmt)
+    return _select_mapped(pl.scan_ndjson(path, infer_schema_length=INFER_ROWS), path, fmt)
 
 
 @register("user_lines")
@@ -277,22 +428,6 @@ def read_user_lines(path: Path, fmt: Mapping[str, Any]) -> pl.LazyFrame:
 
     The timestamp is the item's position in the line. Options: ``separator`` (default space).
     """
-    sep = fmt.get("separator", " ")
-    tokens = pl.col("line").str.strip_chars().str.split(sep)
-    lf = (
-        pl.scan_csv(path, separator="\x1f", has_header=False, new_columns=["line"], quote_char=None)
-        .filter(pl.col("line").str.strip_chars() != "")
-        .select(
-            tokens.list.first().alias(schema.RAW_USER),
-            tokens.list.slice(1).alias(schema.RAW_ITEM),
-        )
-        .with_columns(
-            pl.int_ranges(pl.col(schema.RAW_ITEM).list.len(), dtype=pl.Int64).alias(
-                schema.RAW_TIMESTAMP
-            )
-        )
-        .explode([schema.RAW_ITEM, schema.RAW_TIMESTAMP])
-    )
-    lf = _infer_ints(lf, [schema.RAW_USER, schema.RAW_ITEM])
+    lf = _infer_ints(text_fields(path, fmt), [schema.RAW_USER, schema.RAW_ITEM])
     mapping = {c: c for c in (schema.RAW_USER, schema.RAW_ITEM, schema.RAW_TIMESTAMP)}
-    return _select_canonical(lf, path, {**fmt, "columns": mapping})
+    return _select_mapped(lf, path, {**fmt, "columns": mapping})

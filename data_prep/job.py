@@ -7,6 +7,7 @@ or a list aggregation per user holds its whole input. So the log is streamed onc
 per-user step runs on one part at a time::
 
     profile + check values (stream)            -> rows, time range, first bad line
+    check ratings (stream, with min_rating)    -> first unreadable or missing rating
     select_events -> sink parts by user range  (stream; parts = 1 writes a single part)
     per part:  order_and_dedup                 -> dedup/<k>.parquet
     global:    k_core, split_cut over all parts (streaming counts)
@@ -36,7 +37,7 @@ from typing import Any
 import polars as pl
 import pyarrow.parquet as pq
 
-from data_prep import schema, steps
+from data_prep import checks, schema, steps
 from data_prep.formats import ROW
 
 EVENTS_PER_PART = 10_000_000  # partitions=auto: about this many events per part (~1.2 GB)
@@ -81,6 +82,11 @@ def run(
         stage: a context manager factory that reports progress of a named stage.
     """
     parts = auto_partitions(cfg["partitions"], rows)
+    if cfg["min_rating"] is not None:  # only the job knows the threshold the check is for
+        with stage("checking ratings"):
+            checks.check_ratings(
+                raw, Path(cfg["input"]), cfg["format"], cfg["min_rating"], cfg["null_ids"] == "drop"
+            )
     events = steps.select_events(raw, cfg)
     store = _Store(work, in_memory=parts == 1)
     if parts == 1:

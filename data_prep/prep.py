@@ -2,30 +2,31 @@
 
 :func:`prepare` resolves and checks the options, checks the input (:mod:`data_prep.checks`),
 runs the steps (:mod:`data_prep.steps`) over user partitions (:mod:`data_prep.job`) in a
-private folder next to the output, adds ``meta.json`` and the length histogram, and renames
-the folder into place. A failed or killed job therefore leaves the previous output intact
-(or nothing); stale private folders of dead jobs are removed by the next run.
+temporary folder next to the output, adds ``meta.json`` and the length histogram, and
+publishes the folder with :mod:`data_prep.publish`: a failed or killed job leaves the previous
+output intact (or nothing), and an existing output is replaced only when it is a prepared
+dataset the project wrote, never the input, a folder holding it or a user's folder.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
-import uuid
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
-from data_prep import job, schema, stats
+from data_prep import checks, job, publish, schema, stats
 from data_prep.checks import check_values, parse_error
-from data_prep.formats import ROW, PrepError, has_clock, load_format, scan
+from data_prep.formats import ROW, TIME_UNITS, PrepError, has_clock, load_format, scan
 from data_prep.progress import quiet
 
 PAD_TOKEN = "<pad>"
+PREPARED_DATASET = "prepared_dataset"
+"""The artifact kind of a prepared folder (see :mod:`data_prep.publish`)."""
 
 DEFAULTS: dict[str, Any] = {
     "name": None,  # dataset name for titles; default: the output folder's name
@@ -60,60 +61,68 @@ NOT_FINGERPRINTED = ("input", "output", "name", "reuse_existing", "partitions", 
 
 
 def resolve_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
-    """Fill defaults, resolve the format by name, check option values."""
+    """Fill defaults, resolve the format by name, check every option's type and range.
+
+    Values may come from the command line as strings (``max_len=12`` may arrive as ``"12"``,
+    which is 12) or from Python; a value of the wrong type (a bool for an integer, ``1.5``
+    for a count, ``abc`` for a number) is a one-paragraph :class:`PrepError` naming the
+    option, never a traceback. A list option given one name is that one name
+    (``event_types=buy`` is ``['buy']``). Times (``start_time``, ``end_time``, ``split_cut``)
+    are clock values or dates/ISO date-times, converted like the log's timestamps.
+    """
     unknown = set(cfg) - set(DEFAULTS) - {"hydra"}
     if unknown:
         raise PrepError(f"Unknown prep option(s): {sorted(unknown)}; known: {sorted(DEFAULTS)}.")
     out = {**DEFAULTS, **{k: v for k, v in cfg.items() if k != "hydra"}}
+    if not isinstance(out["format"], (str, Mapping)):
+        raise PrepError(
+            f"Option format must be a format name (e.g. format=taobao) or a mapping, got "
+            f"{out['format']!r}."
+        )
     out["format"] = load_format(out["format"])
-    if out["input"] is None or out["output"] is None:
-        raise PrepError("Both input=<raw file> and output=<folder> must be given.")
-    out["input"], out["output"] = str(out["input"]), str(out["output"])
-    out["side_features"] = list(out["side_features"] or [])
+    unit = out["format"].get("timestamp_unit", "s")
+    if unit not in TIME_UNITS:
+        raise PrepError(
+            f"format.timestamp_unit must be one of {', '.join(TIME_UNITS)}, not {unit!r}."
+        )
+    for key in ("input", "output"):
+        if out[key] is None:
+            raise PrepError("Both input=<raw file> and output=<folder> must be given.")
+        if not isinstance(out[key], (str, Path, int)) or isinstance(out[key], bool):
+            raise PrepError(f"Option {key} must be a path, got {out[key]!r}.")
+        out[key] = str(out[key])
+    if out["name"] is not None:
+        out["name"] = str(out["name"])
+    out["side_features"] = checks.option_list("side_features", out["side_features"]) or []
     known = [*schema.SIDE_FEATURE_SOURCES, *schema.DERIVED_SIDE_FEATURES]
     bad = [f for f in out["side_features"] if f not in known]
     if bad:
         raise PrepError(f"Unknown side feature(s) {bad}; known: {known}.")
+    out["event_types"] = checks.option_list("event_types", out["event_types"], allow_empty=False)
     for key, choices in CHOICES.items():
-        if out[key] not in choices:
+        if not isinstance(out[key], str) or out[key] not in choices:
             raise PrepError(f"{key} must be one of {', '.join(choices)}, not {out[key]!r}.")
-    for key, least in (("min_user_events", 1), ("min_item_events", 1), ("max_buckets", 1)):
-        if int(out[key]) < least:
-            raise PrepError(f"{key} must be >= {least}, got {out[key]}.")
-    if int(out["max_len"]) < 2:
-        raise PrepError(
-            f"max_len must be >= 2 (one input event and one target), got {out['max_len']}."
-        )
-    if out["partitions"] != "auto" and int(out["partitions"]) < 1:
-        raise PrepError(f"partitions must be 'auto' or >= 1, got {out['partitions']}.")
-    if not 0.0 < float(out["split_cut_quantile"]) < 1.0:
-        raise PrepError(f"split_cut_quantile must be in (0, 1), got {out['split_cut_quantile']}.")
-    if out["event_types"] is not None:
-        out["event_types"] = [str(v) for v in out["event_types"]]
-    unit = out["format"].get("timestamp_unit", "s")
+    for key, least in (
+        ("min_user_events", 1),
+        ("min_item_events", 1),
+        ("max_len", 2),  # one input event and one target
+        ("max_buckets", 1),
+    ):
+        out[key] = checks.option_int(key, out[key], least)
+    if out["partitions"] not in (None, "auto"):
+        out["partitions"] = checks.option_int("partitions", out["partitions"], 1)
+    out["split_cut_quantile"] = checks.option_number(
+        "split_cut_quantile", out["split_cut_quantile"], above=0, below=1
+    )
+    out["bucket_waste"] = checks.option_number("bucket_waste", out["bucket_waste"], at_least=0)
+    if out["min_rating"] is not None:
+        out["min_rating"] = checks.option_number("min_rating", out["min_rating"])
     for key in ("start_time", "end_time", "split_cut"):
-        out[key] = _clock_value(out[key], key, unit)
+        out[key] = checks.option_time(key, out[key], unit)
+    out["reuse_existing"] = checks.option_flag("reuse_existing", out["reuse_existing"])
     if out["name"] is None:
         out["name"] = Path(out["output"]).name
     return out
-
-
-def _clock_value(value: Any, key: str, unit: str) -> int | None:
-    """An option time as a clock value: integers as given, dates/ISO strings in the log unit."""
-    if value is None or isinstance(value, int):
-        return value
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        pass
-    try:
-        when = pl.Series([str(value)]).str.to_datetime(time_unit="us", time_zone="UTC")
-    except pl.exceptions.PolarsError:
-        raise PrepError(
-            f"{key}={value!r} is neither a clock value nor a date (e.g. 2017-12-01 or "
-            "2017-12-01T08:00:00)."
-        ) from None
-    return int(when.dt.epoch(unit).item())
 
 
 def _features(cfg: Mapping[str, Any], raw: pl.LazyFrame) -> list[str]:
@@ -164,6 +173,14 @@ def item_fingerprint(original_ids: pl.Series) -> str:
     return hashlib.sha256("\n".join(original_ids.cast(pl.String).to_list()).encode()).hexdigest()
 
 
+def is_same_dataset(folder: Path, fp: str) -> bool:
+    """Whether ``folder`` is a prepared dataset of the project with fingerprint ``fp``."""
+    if not (folder.is_dir() and publish.owns_folder(folder, PREPARED_DATASET)):
+        return False
+    meta = read_meta(folder)
+    return meta is not None and meta.get(schema.META_FINGERPRINT) == fp
+
+
 def read_meta(folder: str | Path) -> dict[str, Any] | None:
     path = Path(folder) / schema.META_FILE
     try:
@@ -183,22 +200,23 @@ def prepare(cfg: Mapping[str, Any], stage=quiet) -> dict[str, Any]:
     """
     cfg = resolve_config(cfg)
     path, out = Path(cfg["input"]), Path(cfg["output"])
-    _remove_stale(out)
+    publish.recover(out)
     raw = scan(path, cfg["format"])  # checks the file before planning the read
     sha = file_sha256(path)
     fp = fingerprint(cfg, sha)
-    if cfg["reuse_existing"]:
-        meta = read_meta(out)
-        if meta is not None and meta.get(schema.META_FINGERPRINT) == fp:
-            return meta
+    if cfg["reuse_existing"] and is_same_dataset(out, fp):
+        return read_meta(out)
+    publish.check_target(out, PREPARED_DATASET, folder=True, inputs=[path])  # before the work
     _check_columns(cfg, raw)
     cfg["features"] = _features(cfg, raw)
     with stage(f"checking {path.name}"):
         profile = check_values(
             raw.with_row_index(ROW), path, cfg["format"], cfg["null_ids"] == "drop"
         )
-    tmp = _private_folder(out)
-    try:
+    keep = (lambda existing: is_same_dataset(existing, fp)) if cfg["reuse_existing"] else None
+    with publish.publishing(
+        out, PREPARED_DATASET, folder=True, inputs=[path], keep_existing=keep
+    ) as tmp:
         try:
             result = job.run(raw, cfg, profile["rows"], tmp / "_work", tmp, stage)
         except pl.exceptions.PolarsError as err:
@@ -218,10 +236,6 @@ def prepare(cfg: Mapping[str, Any], stage=quiet) -> dict[str, Any]:
             result.users.write_parquet(tmp / schema.USERS_FILE)
             stats.write_histogram(result.lengths, meta, tmp / schema.HISTOGRAM_FILE)
             (tmp / schema.META_FILE).write_text(json.dumps(meta, indent=2, default=str) + "\n")
-        _publish(tmp, out, fp, bool(cfg["reuse_existing"]))
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
     return read_meta(out) or meta
 
 
@@ -256,66 +270,3 @@ def make_meta(
         else "row order",
         "partitions": result.partitions,
     }
-
-
-# ---------------------------------------------------------------------------- atomic output
-
-
-def _private_folder(out: Path) -> Path:
-    """A fresh folder next to ``out`` (same file system, so the final rename is atomic)."""
-    out = out.resolve()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.parent / f".{out.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    tmp.mkdir()
-    return tmp
-
-
-def _remove_stale(out: Path) -> None:
-    """Remove private folders left next to ``out`` by jobs that died (their pid is gone)."""
-    out = out.resolve()
-    for stale in out.parent.glob(f".{out.name}.tmp-*"):
-        pid = stale.name.rsplit(".tmp-", 1)[1].split("-", 1)[0]
-        if pid.isdigit() and not _alive(int(pid)):
-            shutil.rmtree(stale, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _publish(tmp: Path, out: Path, fp: str, accept_same: bool) -> None:
-    """Rename the complete ``tmp`` onto ``out``; an existing ``out`` is replaced only now.
-
-    With ``accept_same``, an ``out`` that another process published meanwhile with the same
-    fingerprint is kept and ours discarded.
-    """
-    out = out.resolve()
-    tag = tmp.name.rsplit(".tmp-", 1)[1]
-    for _attempt in range(5):
-        if accept_same:
-            existing = read_meta(out)
-            if existing is not None and existing.get(schema.META_FINGERPRINT) == fp:
-                return  # someone else published the same dataset; ours is discarded
-        old = None
-        if out.exists():
-            old = out.parent / f".{out.name}.old-{tag}"
-            try:
-                os.rename(out, old)
-            except FileNotFoundError:  # another process moved it meanwhile
-                old = None
-        try:
-            os.rename(tmp, out)  # atomic; fails if another process created out meanwhile
-        except OSError:
-            if old is not None and not out.exists():
-                os.rename(old, out)
-            continue
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-        return
-    raise PrepError(f"Could not move the prepared dataset into {out}: it keeps changing.")

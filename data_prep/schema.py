@@ -16,6 +16,10 @@ into those lists, so every split is a view of the same data::
     1     [5, 8, 2]        [...]             1          2             validate on 9, test on 4
 
 * Item index 0 is PAD; real items are 1..N. Users are 0..U-1.
+* ``original_id`` in ``items.parquet`` / ``users.parquet`` is the canonical id of
+  :mod:`data_prep.ids` (``" 014"`` and ``14.0`` in the log are ``14``): Int64 when the log's
+  column holds integers (or integral floats), else text. Compare ids given later through
+  :func:`data_prep.ids.canonical_series` and :func:`data_prep.ids.read_id_list`.
 * Lists are time ordered (ties broken by original row order) and keep the MOST RECENT events.
 * The validation target is ``items[val_index]`` (its input is ``items[:val_index]``), the test
   target is ``items[test_index]`` (input ``items[:test_index]``); training uses

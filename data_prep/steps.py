@@ -4,7 +4,8 @@ Each step says whether it is *row-wise* (streamable over the whole log), *per us
 of a user's events: run on one user partition at a time, see :mod:`data_prep.job`) or *global*
 (small aggregates over every partition)::
 
-    select_events    row-wise   row number, event-type filter, rating threshold, time window
+    select_events    row-wise   row number, missing ids, event-type filter, rating threshold,
+                                time window
     order_and_dedup  per user   time order (timestamp, then row), de-duplication
     k_core           global     iterate user/item count filters until both hold
     split_cut        global     the temporal split's cut time
@@ -15,7 +16,7 @@ of a user's events: run on one user partition at a time, see :mod:`data_prep.job
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import polars as pl
 
@@ -36,13 +37,45 @@ def select_events(raw: pl.LazyFrame, cfg: Mapping[str, Any]) -> pl.LazyFrame:
         keep = [str(v) for v in cfg["event_types"]]
         lf = lf.filter(pl.col(schema.RAW_EVENT).cast(pl.String).is_in(keep))
     if cfg["min_rating"] is not None:
-        rating = pl.col(schema.RAW_RATING).cast(pl.Float64, strict=False)
-        lf = lf.filter(rating >= float(cfg["min_rating"]))
+        # a missing rating is null, and null never passes (checks.check_ratings ran first)
+        value = rating(raw.collect_schema()[schema.RAW_RATING]).value
+        lf = lf.filter(value >= float(cfg["min_rating"]))
     if cfg["start_time"] is not None:
         lf = lf.filter(pl.col(TS) >= cfg["start_time"])
     if cfg["end_time"] is not None:
         lf = lf.filter(pl.col(TS) < cfg["end_time"])
     return lf
+
+
+class Rating(NamedTuple):
+    """The rating column read as numbers (see :func:`rating`)."""
+
+    value: pl.Expr  # Float64; null where missing or unreadable
+    missing: pl.Expr  # null, empty or whitespace text, NaN
+    unreadable: pl.Expr  # present but not a finite number: "abc", inf
+
+
+def rating(dtype: pl.DataType) -> Rating:
+    """The rating of a column of ``dtype``: numbers as they are, text parsed as a number.
+
+    NaN is missing, like null: ``NaN >= 4`` is true in Polars' total order, so a NaN rating
+    would pass every threshold if it were kept as a number.
+
+    Raises:
+        TypeError: ``dtype`` holds no numbers (booleans, lists, ...).
+    """
+    col = pl.col(schema.RAW_RATING)
+    if dtype.is_numeric():
+        number = col.cast(pl.Float64)
+        missing = number.is_null() | number.is_nan()
+    elif isinstance(dtype, (pl.String, pl.Categorical, pl.Enum, pl.Null)):
+        text = col.cast(pl.String).str.strip_chars()
+        number = text.cast(pl.Float64, strict=False)
+        missing = text.is_null() | (text == "") | number.is_nan().fill_null(False)
+    else:
+        raise TypeError(f"a {dtype} column holds no ratings")
+    unreadable = ~missing & (number.is_null() | number.is_infinite())
+    return Rating(pl.when(~missing & ~unreadable).then(number), missing, unreadable)
 
 
 def order_and_dedup(

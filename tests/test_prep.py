@@ -361,7 +361,7 @@ def test_cli_missing_column_and_success(tmp_path):
     assert ok.returncode == 0, ok.stderr
     assert "users" in ok.stdout and str((tmp_path / "out").resolve()) in ok.stdout
     assert read_meta(tmp_path / "out")["users"] == 2
-    assert (tmp_path / "outputs" / "prep").is_dir()  # hydra's run dir, not the cwd
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["log.csv", "out"]  # nothing else
 
 
 def test_conf_formats_load():

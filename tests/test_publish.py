@@ -1,0 +1,230 @@
+"""The publish rule: atomic outputs, only the project's own artifacts replaced, crash-safe at
+every step (a kill injected after each step of a publish, then recovery)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from data_prep import publish
+from data_prep.publish import MARKER_FILE, OutputRefused, publishing, recover
+
+KIND = "prepared_dataset"
+FOLDER_STEPS = ("written", "marked", "moved_old", "moved_new", "removed_old")
+FILE_STEPS = ("written", "replaced")
+
+
+def publish_folder(target: Path, content: str, inputs=()) -> None:
+    with publishing(target, KIND, folder=True, inputs=inputs) as tmp:
+        (tmp / "data.txt").write_text(content)
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()
+    }
+
+
+def test_new_folder_is_marked_and_lists_its_files(tmp_path):
+    publish_folder(tmp_path / "out", "one")
+    marker = json.loads((tmp_path / "out" / MARKER_FILE).read_text())
+    assert marker == {"artifact": KIND, "files": ["data.txt"]}
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]  # no temporaries left
+
+
+def test_own_folder_is_replaced_whole(tmp_path):
+    publish_folder(tmp_path / "out", "one")
+    publish_folder(tmp_path / "out", "two")
+    assert (tmp_path / "out" / "data.txt").read_text() == "two"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        pytest.param(lambda p: p.write_text("mine"), id="a-user-file"),
+        pytest.param(lambda p: (p.mkdir(), (p / "notes.txt").write_text("x")), id="user-folder"),
+        pytest.param(
+            lambda p: (publish_folder(p, "one"), (p / "added.txt").write_text("x")),
+            id="own-folder-with-a-user-file-added",
+        ),
+        pytest.param(
+            lambda p: (
+                p.mkdir(),
+                (p / MARKER_FILE).write_text(json.dumps({"artifact": "report", "files": []})),
+            ),
+            id="artifact-of-another-kind",
+        ),
+        pytest.param(
+            lambda p: (p.mkdir(), (p / MARKER_FILE).write_text("not json")), id="broken-marker"
+        ),
+        pytest.param(lambda p: p.symlink_to(p.parent), id="a-symlink"),
+    ],
+)
+def test_anything_not_ours_is_refused_and_left_untouched(tmp_path, make):
+    target = tmp_path / "out"
+    make(target)
+    before = snapshot(tmp_path) if not target.is_symlink() else None
+    with pytest.raises(OutputRefused, match="left untouched"):
+        publish_folder(target, "new")
+    if before is not None:
+        assert snapshot(tmp_path) == before
+    assert not [p for p in tmp_path.iterdir() if ".tmp-" in p.name]
+
+
+def test_an_empty_folder_may_be_filled(tmp_path):
+    (tmp_path / "out").mkdir()
+    publish_folder(tmp_path / "out", "one")
+    assert (tmp_path / "out" / "data.txt").read_text() == "one"
+
+
+def test_working_directory_and_folders_above_it_are_refused(tmp_path, monkeypatch):
+    work = tmp_path / "a" / "b"
+    work.mkdir(parents=True)
+    monkeypatch.chdir(work)
+    for target in (Path("."), Path(".."), tmp_path, Path("../../")):
+        with pytest.raises(OutputRefused, match="working directory"):
+            publish_folder(target, "x")
+    assert list(work.iterdir()) == []
+
+
+def test_the_input_and_a_folder_holding_it_are_refused(tmp_path):
+    source = tmp_path / "logs" / "log.csv"
+    source.parent.mkdir()
+    source.write_text("u,i\n")
+    for target in (source, source.parent, tmp_path):
+        with pytest.raises(OutputRefused, match="input"):
+            publish_folder(target, "x", inputs=[source])
+    assert source.read_text() == "u,i\n"
+
+
+def test_a_parent_that_is_a_file_is_refused(tmp_path):
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(OutputRefused, match="is a file"):
+        publish_folder(tmp_path / "file" / "out", "x")
+
+
+def test_a_failure_inside_the_block_leaves_the_previous_output(tmp_path):
+    publish_folder(tmp_path / "out", "one")
+    with pytest.raises(RuntimeError), publishing(tmp_path / "out", KIND, folder=True) as tmp:
+        (tmp / "data.txt").write_text("half")
+        raise RuntimeError("boom")
+    assert (tmp_path / "out" / "data.txt").read_text() == "one"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+def test_file_kinds_replace_only_what_they_recognise(tmp_path):
+    publish.register_kind("test_note", lambda p: p.read_text().startswith("NOTE"))
+    target = tmp_path / "note.txt"
+    publish.write_text(target, "NOTE 1", "test_note")
+    publish.write_text(target, "NOTE 2", "test_note")
+    assert target.read_text() == "NOTE 2"
+    target.write_text("a user's text")
+    with pytest.raises(OutputRefused, match="left untouched"):
+        publish.write_text(target, "NOTE 3", "test_note")
+    assert target.read_text() == "a user's text"
+    with pytest.raises(OutputRefused):  # an unknown kind recognises nothing
+        publish.write_text(target, "x", "no_such_kind")
+
+
+def test_disk_errors_name_the_output(tmp_path, monkeypatch):
+    def full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Path, "write_text", full)
+    with pytest.raises(OutputRefused, match=r"Could not write the output .*out.*No space"):
+        publish_folder(tmp_path / "out", "x")
+
+
+KILL = """
+import os, sys
+from pathlib import Path
+from data_prep import publish
+step, target, folder = sys.argv[1], Path(sys.argv[2]), sys.argv[3] == "folder"
+publish._after = lambda name: os._exit(9) if name == step else None
+publish.register_kind("test_note", lambda p: p.read_text().startswith("NOTE"))
+if folder:
+    with publish.publishing(target, "prepared_dataset", folder=True) as tmp:
+        (tmp / "data.txt").write_text("new")
+else:
+    publish.write_text(target, "NOTE new", "test_note")
+"""
+
+
+def killed_publish(step: str, target: Path, folder: bool) -> int:
+    done = subprocess.run(
+        [sys.executable, "-c", KILL, step, str(target), "folder" if folder else "file"],
+        cwd=Path(__file__).parents[1],
+        capture_output=True,
+        text=True,
+    )
+    return done.returncode
+
+
+@pytest.mark.parametrize("step", FOLDER_STEPS)
+def test_folder_publish_killed_after_each_step_recovers(tmp_path, step):
+    target = tmp_path / "out"
+    publish_folder(target, "old")
+    assert killed_publish(step, target, folder=True) == 9
+    recover(target)  # what the next command does first
+    assert (target / "data.txt").read_text() in ("old", "new")
+    if step in ("moved_new", "removed_old"):
+        assert (target / "data.txt").read_text() == "new"
+    else:
+        assert (target / "data.txt").read_text() == "old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # nothing left over
+    publish_folder(target, "again")  # and it is still ours to replace
+    assert (target / "data.txt").read_text() == "again"
+
+
+@pytest.mark.parametrize("step", FILE_STEPS)
+def test_file_publish_killed_after_each_step_recovers(tmp_path, step):
+    publish.register_kind("test_note", lambda p: p.read_text().startswith("NOTE"))
+    target = tmp_path / "note.txt"
+    publish.write_text(target, "NOTE old", "test_note")
+    assert killed_publish(step, target, folder=False) == 9
+    recover(target)
+    assert target.read_text() == ("NOTE new" if step == "replaced" else "NOTE old")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["note.txt"]
+
+
+def test_a_new_folder_killed_before_its_rename_leaves_nothing(tmp_path):
+    target = tmp_path / "out"
+    assert killed_publish("marked", target, folder=True) == 9
+    recover(target)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_leftovers_of_a_live_process_are_left_alone(tmp_path):
+    target = tmp_path / "out"
+    tag = publish._tag()  # this process: alive
+    (tmp_path / f".out.tmp-{tag}").mkdir()
+    recover(target)
+    assert (tmp_path / f".out.tmp-{tag}").exists()
+
+
+def test_run_folder_claim(tmp_path, monkeypatch):
+    run = tmp_path / "run"
+    (run / ".hydra").mkdir(parents=True)
+    (run / "train.log").write_text("")
+    publish.claim_run_folder(run)  # what Hydra wrote is fine
+    publish.claim_run_folder(run)  # and a marked run folder is reused
+    (run / "metrics.json").write_text("{}")
+    publish.write_text(run / "metrics.json", '{"a": 1}', publish.RUN_FILE)
+    assert json.loads((run / "metrics.json").read_text()) == {"a": 1}
+    user = tmp_path / "mine"
+    user.mkdir()
+    (user / "thesis.tex").write_text("x")
+    with pytest.raises(OutputRefused, match="did not write"):
+        publish.claim_run_folder(user)
+    assert sorted(os.listdir(user)) == ["thesis.tex"]
+    (user / "metrics.json").write_text("my numbers")
+    with pytest.raises(OutputRefused):  # a user's file, in a folder that is not a run folder
+        publish.write_text(user / "metrics.json", "{}", publish.RUN_FILE)
+    assert (user / "metrics.json").read_text() == "my numbers"
+    monkeypatch.chdir(user)
+    with pytest.raises(OutputRefused, match="working directory"):
+        publish.claim_run_folder(".")
