@@ -41,7 +41,7 @@ def test_report_table_and_plots(sweep, capsys):
     printed = capsys.readouterr().out
     assert "| run | model | dataset | overrides |" in printed and "2 runs" in printed
 
-    frame = pl.read_csv(sweep / "report.csv", schema_overrides={"run": pl.String})
+    frame = pl.read_csv(sweep / "report" / "report.csv", schema_overrides={"run": pl.String})
     assert frame["run"].to_list() == ["0", "1"]
     assert frame["model"].to_list() == ["sasrec", "gru"]
     assert frame["dataset"].to_list() == ["demo", "demo"]
@@ -62,8 +62,10 @@ def test_curves_have_one_point_per_epoch(sweep):
         assert run.curve["val/ndcg@10"].is_between(0, 1).all()
 
 
-def test_a_single_run_folder_and_an_empty_folder(sweep, tmp_path):
+def test_a_single_run_folder_and_an_empty_folder(sweep, tmp_path, capsys):
     result = report(sweep / "1")
     assert result["table"]["model"].to_list() == ["gru"]
-    with pytest.raises(SystemExit, match="no run folders"):
+    with pytest.raises(SystemExit) as exit_info:
         main([str(tmp_path)])
+    assert exit_info.value.code == 2
+    assert "recsys-report: error: no run folders" in capsys.readouterr().err

@@ -6,22 +6,34 @@
 
 A run folder is any folder holding ``metrics.json`` and ``config.yaml`` (what recsys-train and
 recsys-eval write); a sweep folder holds numbered run folders, each with the Hydra overrides
-that made it in ``.hydra/overrides.yaml``. Writes, next to the runs:
+that made it in ``.hydra/overrides.yaml``. Writes one folder ``report/`` next to the runs,
+published whole (a re-run replaces it; a ``report`` folder recsys-report did not write is
+refused):
 
-* ``report.csv``: one row per run: folder, model, dataset, overrides, every metric.
+* ``report/report.csv``: one row per run: folder, model, dataset, overrides, every metric.
 * ``report/report.md``: the same table as markdown (also printed), key metrics only.
 * ``report/metrics.png``: test NDCG@10 and HR@10 of each run, one panel per dataset, the
   popularity baseline as a reference line.
 * ``report/val_curves.png``: validation NDCG@10 per epoch (``csv/metrics.csv``), one line per run.
 * ``report/length_histogram_<dataset>.png``: each dataset's length histogram, copied from the
   prepared dataset folder (``data.path``).
+
+Run folders may come from anyone, so their files are read as plain data only: YAML with
+``yaml.safe_load`` (no tags, no objects; interpolations stay unresolved strings), JSON with
+``json``; a ``_target_`` in a config is read as a name, never imported or called. A run folder
+that cannot be read as a run (a file that is not JSON/YAML, not the expected shape, a metric
+that is not a number, a file that cannot be opened) is skipped with one warning line naming it
+and the reason, and the rest are reported; with no readable run left, the command stops with
+one error paragraph and exit status 2, having written nothing. Everything is read and checked
+before the first output is written.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import shutil
+import os
+import sys
 import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -33,13 +45,20 @@ matplotlib.use("Agg")  # files only, no display needed
 
 import matplotlib.pyplot as plt  # noqa: E402
 import polars as pl  # noqa: E402
-from omegaconf import OmegaConf  # noqa: E402
+import yaml  # noqa: E402
 
 from data_prep import schema  # noqa: E402
+from data_prep.errors import UserError, exit_on_user_error  # noqa: E402
+from data_prep.publish import publishing  # noqa: E402
 from recsys_seq.cli.runs import CONFIG_FILE, METRICS_FILE  # noqa: E402
 
 REPORT_DIR = "report"
+REPORT = "report"  # the artifact kind (data_prep.publish)
 REPORT_CSV = "report.csv"
+HYDRA_FILE = ".hydra/hydra.yaml"
+OVERRIDES_FILE = ".hydra/overrides.yaml"
+CHECKPOINT = "checkpoint"  # the one metrics.json entry that is not a number (a path or null)
+FLOAT_MAX = sys.float_info.max
 CURVE_METRIC = "val/ndcg@10"
 BAR_METRICS = ("test/ndcg@10", "test/hr@10")
 TABLE_METRICS = (
@@ -60,13 +79,21 @@ LABEL_SKIPS = (
     "callbacks.progress_bar",
     "callbacks.model_summary",
 )
-# encoder / model class -> the model's config name
+# encoder / model class of a ``_target_`` (runs made before the model registry) -> model name
 MODEL_NAMES = {
     "SelfAttentionEncoder": "sasrec",
     "GRUEncoder": "gru",
     "TargetAttention": "din",
     "TargetAttentionRecommender": "din",
 }
+
+
+class ReportError(UserError):
+    """Nothing to report: no such folder, no run folder under it, or none readable."""
+
+
+class UnreadableRun(Exception):
+    """A run folder whose files cannot be read as a run; the report skips it with a warning."""
 
 
 @dataclass
@@ -89,15 +116,71 @@ class Run:
         return " ".join([self.model, *extra]) if extra else f"{self.model} ({self.name})"
 
 
-def load_yaml(path: Path) -> object:
-    """A YAML file as plain Python (interpolations left as written)."""
-    return OmegaConf.to_container(OmegaConf.load(path), resolve=False)
+def load_yaml(run: Path, name: str) -> object:
+    """The run's YAML file ``name`` as plain data: ``yaml.safe_load`` builds only mappings,
+    lists and scalars (a ``!!python/...`` tag is an error, not a call) and leaves ``${...}``
+    interpolations as the strings they are."""
+    try:
+        return yaml.safe_load((run / name).read_text(encoding="utf-8"))
+    except OSError as error:
+        raise UnreadableRun(f"{name} cannot be read ({error.strerror or error})") from None
+    except (yaml.YAMLError, ValueError, RecursionError) as error:  # ValueError: not UTF-8
+        raise UnreadableRun(f"{name} is not valid YAML ({_one_line(error)})") from None
+
+
+def load_metrics(run: Path) -> dict[str, float | str | None]:
+    """The run's metrics.json: a JSON object of finite numbers, plus the checkpoint path (or
+    null)."""
+    try:
+        metrics = json.loads((run / METRICS_FILE).read_text(encoding="utf-8"))
+    except OSError as error:
+        raise UnreadableRun(f"{METRICS_FILE} cannot be read ({error.strerror or error})") from None
+    except (ValueError, RecursionError) as error:  # not UTF-8, not JSON
+        raise UnreadableRun(f"{METRICS_FILE} is not valid JSON ({_one_line(error)})") from None
+    if not isinstance(metrics, dict):
+        raise UnreadableRun(f"{METRICS_FILE} holds {_kind(metrics)}, not a JSON object")
+    for key, value in metrics.items():
+        if key == CHECKPOINT:
+            ok = value is None or isinstance(value, str)
+        else:  # not bool (an int to Python); finite as a float (NaN fails any comparison):
+            # NaN, inf or a 400-digit integer would break the table and the plots
+            ok = type(value) in (int, float) and -FLOAT_MAX <= value <= FLOAT_MAX
+        if not ok:
+            raise UnreadableRun(f"{METRICS_FILE}: {key!r} is {_shown(value)}, not a finite number")
+    return metrics
+
+
+def lookup(data: object, *keys: str) -> str | None:
+    """The string at ``data[k1][k2]...``; None where a level is missing or not a mapping, or
+    the value is not a string."""
+    for key in keys:
+        data = data.get(key) if isinstance(data, dict) else None
+    return data if isinstance(data, str) else None
+
+
+def _kind(value: object) -> str:
+    kinds = {dict: "a mapping", list: "a list", str: "a string", type(None): "nothing"}
+    return kinds.get(type(value), f"a {type(value).__name__}")
+
+
+def _one_line(error: BaseException) -> str:
+    return " ".join(str(error).split())[:300]
+
+
+def _shown(value: object) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def find_runs(folder: Path) -> list[Path]:
-    """Every folder at or below ``folder`` that holds metrics.json and config.yaml, sorted
-    (numbered sweep folders in numeric order)."""
-    found = {p.parent for p in folder.rglob(METRICS_FILE) if (p.parent / CONFIG_FILE).is_file()}
+    """Every folder at or below ``folder`` holding entries named metrics.json and config.yaml,
+    sorted (numbered sweep folders in numeric order). Names, not files: a run whose metrics.json
+    is a dangling link or a folder is found, and then skipped with a warning, not ignored."""
+    found = {
+        Path(top)
+        for top, dirs, files in os.walk(folder)  # symbolic links to folders are not followed
+        if {METRICS_FILE, CONFIG_FILE} <= {*dirs, *files}
+    }
 
     def key(path: Path) -> tuple:
         return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in path.parts)
@@ -106,14 +189,19 @@ def find_runs(folder: Path) -> list[Path]:
 
 
 def model_name(config: dict, run: Path) -> str:
-    hydra_file = run / ".hydra" / "hydra.yaml"
-    if hydra_file.is_file():
-        choices = (load_yaml(hydra_file) or {}).get("hydra", {})
-        choice = choices.get("runtime", {}).get("choices", {}).get("model")
+    """The model's config name: Hydra's choice, else ``model.name``, else the class named by an
+    older run's ``_target_`` (only the string is read)."""
+    if (run / HYDRA_FILE).exists():
+        choice = lookup(load_yaml(run, HYDRA_FILE), "hydra", "runtime", "choices", "model")
         if choice:
             return choice
-    model = config.get("model") or {}
-    for target in ((model.get("encoder") or {}).get("_target_"), model.get("_target_")):
+    name = lookup(config, "model", "name")
+    if name:
+        return name
+    for target in (
+        lookup(config, "model", "encoder", "_target_"),
+        lookup(config, "model", "_target_"),
+    ):
         if target:
             cls = target.rsplit(".", 1)[-1]
             return MODEL_NAMES.get(cls, cls)
@@ -139,34 +227,83 @@ def read_curve(run: Path) -> pl.DataFrame | None:
     files = sorted((run / "csv").rglob("metrics.csv")) if (run / "csv").is_dir() else []
     if not files:
         return None
-    frame = pl.read_csv(files[-1], infer_schema_length=None)
+    name = files[-1].relative_to(run)
+    try:
+        frame = pl.read_csv(files[-1], infer_schema_length=None)
+    except (OSError, pl.exceptions.PolarsError, pl.exceptions.PanicException) as error:
+        raise UnreadableRun(f"{name} cannot be read as CSV ({_one_line(error)})") from None
     if CURVE_METRIC not in frame.columns or "epoch" not in frame.columns:
         return None
+    curve = frame.select("epoch", CURVE_METRIC).filter(pl.col(CURVE_METRIC).is_not_null())
+    if curve.is_empty():  # validation never logged (an all-empty column reads as strings)
+        return None
+    if not (curve.schema["epoch"].is_integer() and curve.schema[CURVE_METRIC].is_numeric()):
+        raise UnreadableRun(f"{name} has a non-numeric epoch or {CURVE_METRIC} column")
+    if curve["epoch"].null_count() or not curve[CURVE_METRIC].cast(pl.Float64).is_finite().all():
+        raise UnreadableRun(f"{name} has a {CURVE_METRIC} row without an epoch or a finite value")
     return (
-        frame.select("epoch", CURVE_METRIC)
-        .filter(pl.col(CURVE_METRIC).is_not_null())
-        .group_by("epoch")
+        curve.group_by("epoch")
         .agg(pl.col(CURVE_METRIC).last())  # one value per epoch (resumed runs log twice)
         .sort("epoch")
     )
 
 
 def load_run(run: Path, root: Path) -> Run:
-    config = load_yaml(run / CONFIG_FILE) or {}
-    overrides_file = run / ".hydra" / "overrides.yaml"
-    overrides = load_yaml(overrides_file) if overrides_file.is_file() else []
-    data_path = (config.get("data") or {}).get("path")
-    relative = run.resolve().relative_to(root.resolve())
+    """Read one run folder (below ``root``, which names it).
+
+    Raises:
+        UnreadableRun: a file of the run cannot be read, or does not hold what runs write.
+    """
+    metrics = load_metrics(run)
+    config = load_yaml(run, CONFIG_FILE)
+    if not isinstance(config, dict):
+        raise UnreadableRun(f"{CONFIG_FILE} holds {_kind(config)}, not a mapping")
+    overrides = (load_yaml(run, OVERRIDES_FILE) if (run / OVERRIDES_FILE).exists() else None) or []
+    if not isinstance(overrides, list) or not all(isinstance(o, str) for o in overrides):
+        raise UnreadableRun(f"{OVERRIDES_FILE} is not a list of strings")
+    data_path = lookup(config, "data", "path")
+    relative = run.relative_to(root)
     return Run(
         path=run,
         name=str(relative) if str(relative) != "." else run.name,
         model=model_name(config, run),
         dataset=Path(data_path).name if data_path else "?",
         data_path=resolve_data_path(data_path, run),
-        overrides=list(overrides or []),
-        metrics=json.loads((run / METRICS_FILE).read_text()),
+        overrides=overrides,
+        metrics=metrics,
         curve=read_curve(run),
     )
+
+
+def load_runs(folder: Path) -> list[Run]:
+    """Every readable run folder under ``folder``; each unreadable one is skipped with one
+    warning line on stderr.
+
+    Raises:
+        ReportError: no folder, no run folder, or no readable one.
+    """
+    if not folder.is_dir():
+        raise ReportError(
+            f"{folder} is not a folder; give a run folder, a sweep folder or a parent."
+        )
+    paths = find_runs(folder)
+    if not paths:
+        raise ReportError(
+            f"no run folders under {folder} (a run folder holds {METRICS_FILE} and {CONFIG_FILE})."
+        )
+    runs = []
+    for path in paths:
+        try:
+            runs.append(load_run(path, folder))
+        except UnreadableRun as error:
+            print(f"recsys-report: warning: skipping {path}: {_one_line(error)}", file=sys.stderr)
+    if not runs:
+        raise ReportError(
+            f"none of the {len(paths)} run folders under {folder} can be read (each is named "
+            "with its reason above); check that they are complete recsys-train / recsys-eval "
+            "runs, or run those again."
+        )
+    return runs
 
 
 def table(runs: Sequence[Run]) -> pl.DataFrame:
@@ -308,8 +445,13 @@ def copy_histograms(runs: Sequence[Run], folder: Path) -> list[Path]:
         if source is None or not source.is_file():
             print(f"no length histogram for dataset {dataset} ({source or 'data.path not found'})")
             continue
+        try:
+            image = source.read_bytes()  # read whole before writing: never a partial copy
+        except OSError as error:
+            print(f"no length histogram for dataset {dataset} ({source}: {error.strerror})")
+            continue
         target = folder / f"length_histogram_{dataset}.png"
-        shutil.copyfile(source, target)
+        target.write_bytes(image)
         copied.append(target)
     return copied
 
@@ -317,44 +459,38 @@ def copy_histograms(runs: Sequence[Run], folder: Path) -> list[Path]:
 def report(folder: str | Path) -> dict[str, object]:
     """Build the table and plots for the runs under ``folder``; returns what was written."""
     folder = Path(folder)
-    if not folder.is_dir():
-        raise FileNotFoundError(f"{folder} is not a folder")
-    paths = find_runs(folder)
-    if not paths:
-        raise FileNotFoundError(
-            f"no run folders under {folder} (a run folder holds {METRICS_FILE} and {CONFIG_FILE})"
-        )
-    runs = [load_run(p, folder) for p in paths]
+    runs = load_runs(folder)
     frame = table(runs)
-    out = folder / REPORT_DIR
-    out.mkdir(exist_ok=True)
-    frame.write_csv(folder / REPORT_CSV)
     text = markdown(frame)
-    (out / "report.md").write_text(text + "\n")
-    plots = [
-        plot_metrics(runs, out / "metrics.png"),
-        plot_curves(runs, out / "val_curves.png"),
-        *copy_histograms(runs, out),
-    ]
+    out = folder / REPORT_DIR
+    # one folder, published whole: a report is never half-written, and a folder named
+    # "report" that recsys-report did not write is refused, not replaced
+    # labels come from the runs' files: a "$" in one must not start (failing) mathtext
+    with publishing(out, REPORT, folder=True) as tmp, plt.rc_context({"text.parse_math": False}):
+        frame.write_csv(tmp / REPORT_CSV)
+        (tmp / "report.md").write_text(text + "\n")
+        plots = [
+            plot_metrics(runs, tmp / "metrics.png"),
+            plot_curves(runs, tmp / "val_curves.png"),
+            *copy_histograms(runs, tmp),
+        ]
     return {
         "runs": runs,
         "table": frame,
         "markdown": text,
-        "csv": folder / REPORT_CSV,
-        "plots": [p for p in plots if p is not None],
+        "csv": out / REPORT_CSV,
+        "plots": [out / p.name for p in plots if p is not None],
     }
 
 
+@exit_on_user_error("recsys-report")
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="recsys-report", description="Table and plots across the runs under a folder."
     )
     parser.add_argument("folder", type=Path, help="a run folder, a sweep folder, or any parent")
-    args = parser.parse_args(argv)
-    try:
-        result = report(args.folder)
-    except FileNotFoundError as error:
-        raise SystemExit(f"recsys-report: {error}") from None
+    args = parser.parse_args(argv)  # a usage error exits 2 (argparse's own status)
+    result = report(args.folder)
     print(result["markdown"])
     print(f"\n{len(result['runs'])} runs. Table: {result['csv']}")
     for plot in result["plots"]:

@@ -13,18 +13,17 @@ A *window* is the slice of a user's history a model reads for one stage:
 from __future__ import annotations
 
 import enum
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import polars as pl
 import torch
 from torch.utils.data import Dataset
 
 from data_prep import schema
 from recsys_seq.data.batch import JaggedWindows
 from recsys_seq.data.negatives import DISTRIBUTIONS, sample_negatives
+from recsys_seq.data.validate import check_prepared
 
 
 class Stage(str, enum.Enum):
@@ -56,35 +55,25 @@ class PreparedSequences:
 
     @classmethod
     def load(cls, path: str | Path) -> PreparedSequences:
-        path = Path(path)
-        meta_file = path / schema.META_FILE
-        if not meta_file.is_file():
-            raise FileNotFoundError(
-                f"{path} is not a prepared dataset (no {schema.META_FILE}); "
-                "create one with `recsys-prep input=<log> output=<dir>`."
-            )
-        meta = json.loads(meta_file.read_text())
-        if meta.get("schema_version") != schema.SCHEMA_VERSION:
-            raise ValueError(
-                f"{meta_file} has schema version {meta.get('schema_version')}, this version of "
-                f"recsys-seq reads {schema.SCHEMA_VERSION}; prepare the data again."
-            )
-        frame = pl.read_parquet(path / schema.SEQUENCES_FILE).sort(schema.USER)
+        """Load the prepared dataset folder ``path`` after checking every file of it.
+
+        Raises:
+            PreparedDataError: the folder is missing, damaged or not what recsys-prep writes
+                (see :mod:`recsys_seq.data.validate`); nothing is loaded from it.
+        """
+        meta, frame = check_prepared(Path(path))  # users 0..U-1 in order, Int64 columns
         lengths = frame[schema.ITEMS].list.len().to_numpy().astype(np.int64)
         offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
-        features = {
-            name: frame[name].explode().to_numpy().astype(np.int64)
-            for name in schema.SIDE_FEATURES
-            if name in frame.columns
-        }
         return cls(
-            items=frame[schema.ITEMS].explode().to_numpy().astype(np.int64),
+            items=frame[schema.ITEMS].explode().to_numpy(),
             offsets=offsets,
-            users=frame[schema.USER].to_numpy().astype(np.int64),
-            val_index=frame[schema.VAL_INDEX].fill_null(-1).to_numpy().astype(np.int64),
-            test_index=frame[schema.TEST_INDEX].fill_null(-1).to_numpy().astype(np.int64),
-            features=features,
+            users=frame[schema.USER].to_numpy(),
+            val_index=frame[schema.VAL_INDEX].fill_null(-1).to_numpy(),
+            test_index=frame[schema.TEST_INDEX].fill_null(-1).to_numpy(),
+            features={
+                name: frame[name].explode().to_numpy() for name in meta[schema.META_SIDE_FEATURES]
+            },
             meta=meta,
         )
 

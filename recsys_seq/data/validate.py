@@ -1,0 +1,399 @@
+"""Refuse a prepared dataset folder that is not what recsys-prep writes, before any work.
+
+A prepared folder may come from a stranger, or be damaged (a copy cut short, a hand edit, a
+file from another version). Read unchecked, it fails deep inside training with a traceback or,
+worse, trains on wrong data: an item index past the embedding table, PAD inside a history, a
+validation index at or after the test target (the test target leaks into training). So every
+file of the contract (:mod:`data_prep.schema`) has one check here, and each refuses with a
+:class:`PreparedDataError` naming the file, the column, what is wrong and what to do.
+
+The checks are whole-column aggregates, all of a table's in one Polars pass; the first
+offending row is looked up only when a check fails, for the message. What loading does not
+read (``timestamps``, the items' ``count``) is checked for presence and type from the parquet
+footer only: its content cannot change anything loaded.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NoReturn
+
+import polars as pl
+
+from data_prep import schema
+from data_prep.errors import UserError
+from data_prep.prep import item_fingerprint
+
+
+class PreparedDataError(UserError):
+    """A prepared dataset folder that is missing, damaged or not written by recsys-prep."""
+
+
+MAKE_ONE = "recsys-prep format=<format> input=<raw log> output={folder}"
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+UNREADABLE = (OSError, pl.exceptions.PolarsError, pl.exceptions.PanicException)
+
+# column kinds: integer types are those whose every value fits int64 (loading casts to it)
+INTEGER, INTEGER_LIST = "Int64 (or a narrower integer type)", "lists of Int64"
+PLAIN = "plain values (numbers or strings)"
+_INTEGERS = (pl.Int8, pl.Int16, pl.Int32, pl.Int64, pl.UInt8, pl.UInt16, pl.UInt32)
+KINDS: dict[str, Callable[[pl.DataType], bool]] = {
+    INTEGER: lambda dtype: dtype in _INTEGERS,
+    INTEGER_LIST: lambda dtype: isinstance(dtype, pl.List) and dtype.inner in _INTEGERS,
+    # original ids keep the raw log's type; they only need a string form (the fingerprint)
+    PLAIN: lambda dtype: (
+        not dtype.is_nested() and not isinstance(dtype, pl.Null | pl.Object | pl.Binary)
+    ),
+}
+CAST = {INTEGER: pl.Int64, INTEGER_LIST: pl.List(pl.Int64)}
+
+
+def check_prepared(path: Path) -> tuple[dict[str, Any], pl.DataFrame]:
+    """Check every file of the prepared dataset folder ``path``.
+
+    Returns:
+        meta.json, and sequences.parquet's ``user``, ``items``, ``val_index``, ``test_index``
+        and side-feature columns (those meta.json lists), integers cast to Int64.
+    Raises:
+        PreparedDataError: the first problem found, naming the file.
+    """
+    if not path.exists():
+        raise PreparedDataError(
+            f"Prepared dataset folder {path} does not exist; make one with "
+            f"`{MAKE_ONE.format(folder=path)}`."
+        )
+    if not path.is_dir():
+        raise PreparedDataError(
+            f"{path} is a file, not a prepared dataset folder; give the folder recsys-prep "
+            f"wrote (make one with `{MAKE_ONE.format(folder='<folder>')}`)."
+        )
+    if not (path / schema.META_FILE).is_file():
+        raise PreparedDataError(
+            f"{path} is not a prepared dataset: it has no {schema.META_FILE}. Make one with "
+            f"`{MAKE_ONE.format(folder=path)}`."
+        )
+    meta = check_meta(path / schema.META_FILE)
+    check_items(path / schema.ITEMS_FILE, meta)
+    check_users(path / schema.USERS_FILE, meta)
+    sequences = check_sequences(path / schema.SEQUENCES_FILE, meta)
+    check_histogram(path / schema.HISTOGRAM_FILE)
+    return meta, sequences
+
+
+def refuse(file: Path, problem: str) -> NoReturn:
+    """Raise the one error of this module: ``file``, what is wrong with it, what to do."""
+    raise PreparedDataError(
+        f"{file} {problem}. The folder is not a dataset as recsys-prep writes it (or it was "
+        f"damaged since); prepare it again with `{MAKE_ONE.format(folder=file.parent)}`."
+    )
+
+
+# ---------------------------------------------------------------------------- meta.json
+
+
+def check_meta(file: Path) -> dict[str, Any]:
+    """meta.json: a JSON object of this schema version whose counts, item fingerprint and
+    side-feature sizes (what the rest of the checks and the models read) have their types."""
+    try:
+        meta = json.loads(file.read_text(encoding="utf-8"))
+    except OSError as error:
+        refuse(file, f"cannot be read ({error.strerror or error})")
+    except (ValueError, RecursionError) as error:  # not UTF-8, not JSON, absurdly nested
+        refuse(file, f"is not valid JSON ({error})")
+    if not isinstance(meta, dict):
+        refuse(file, f"holds {_json_kind(meta)}, not a JSON object")
+    version = meta.get(schema.META_SCHEMA_VERSION)
+    if type(version) is not int or version != schema.SCHEMA_VERSION:
+        found = "no" if version is None else f"{_shown(version)} as its"
+        refuse(
+            file,
+            f"has {found} {schema.META_SCHEMA_VERSION}; this version of recsys-seq reads "
+            f"schema version {schema.SCHEMA_VERSION}",
+        )
+    for key in ("users", "items", "events"):
+        _require(file, meta, key, _is_count, "a whole number >= 1")
+    _require(file, meta, schema.META_ITEM_FINGERPRINT, lambda v: isinstance(v, str), "a string")
+    sizes = _require(
+        file, meta, schema.META_SIDE_FEATURES, lambda v: isinstance(v, dict), "an object"
+    )
+    for name, size in sizes.items():
+        if name not in schema.SIDE_FEATURES:
+            refuse(
+                file,
+                f"lists an unknown side feature {name!r} in {schema.META_SIDE_FEATURES} "
+                f"(known: {', '.join(schema.SIDE_FEATURES)})",
+            )
+        if not _is_count(size):
+            refuse(
+                file,
+                f"has {schema.META_SIDE_FEATURES}.{name} = {_shown(size)} ({_json_kind(size)}); "
+                "expected a vocabulary size, a whole number >= 1",
+            )
+    return meta
+
+
+def _require(file: Path, meta: dict, key: str, ok: Callable[[Any], bool], expected: str) -> Any:
+    if key not in meta:
+        refuse(file, f"has no {key!r} entry")
+    value = meta[key]
+    if not ok(value):
+        refuse(file, f"has {key!r} = {_shown(value)} ({_json_kind(value)}); expected {expected}")
+    return value
+
+
+def _is_count(value: Any) -> bool:
+    return type(value) is int and value >= 1  # not bool, not float: counts are exact
+
+
+def _json_kind(value: Any) -> str:
+    kinds = {dict: "an object", list: "an array", str: "a string", bool: "true/false"}
+    return "null" if value is None else kinds.get(type(value), "a number")
+
+
+def _shown(value: Any, width: int = 40) -> str:
+    text = json.dumps(value, default=str)
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+# ---------------------------------------------------------------------------- parquet tables
+
+
+def check_items(file: Path, meta: Mapping[str, Any]) -> None:
+    """items.parquet: one row per item index, exactly 1..N in order (N = meta.json ``items``),
+    distinct original ids whose fingerprint is meta.json's ``item_fingerprint``."""
+    frame = _read_parquet(
+        file,
+        {schema.ITEM: INTEGER, schema.ORIGINAL_ID: PLAIN, schema.COUNT: INTEGER},
+        footer_only=(schema.COUNT,),
+    )
+    _same_count(file, frame.height, "items", meta)
+    original = pl.col(schema.ORIGINAL_ID)
+    _check_rules(
+        file,
+        frame,
+        [
+            each_row(
+                "has item indices that are not exactly 1..N in order",
+                pl.col(schema.ITEM) == pl.int_range(1, pl.len() + 1),
+            ),
+            each_row(f"has a missing {schema.ORIGINAL_ID!r}", original.is_not_null()),
+            each_row(f"lists an {schema.ORIGINAL_ID!r} twice", original.is_unique()),
+        ],
+    )
+    if item_fingerprint(frame[schema.ORIGINAL_ID]) != meta[schema.META_ITEM_FINGERPRINT]:
+        refuse(
+            file,
+            f"holds original item ids (or an order of them) other than those the "
+            f"{schema.META_ITEM_FINGERPRINT} in {schema.META_FILE} was made from",
+        )
+
+
+def check_users(file: Path, meta: Mapping[str, Any]) -> None:
+    """users.parquet: one row per user index, exactly 0..U-1 in order, distinct original ids."""
+    frame = _read_parquet(file, {schema.USER: INTEGER, schema.ORIGINAL_ID: PLAIN})
+    _same_count(file, frame.height, "users", meta)
+    original = pl.col(schema.ORIGINAL_ID)
+    _check_rules(
+        file,
+        frame,
+        [
+            each_row(
+                "has user indices that are not exactly 0..U-1 in order",
+                pl.col(schema.USER) == pl.int_range(pl.len()),
+            ),
+            each_row(f"has a missing {schema.ORIGINAL_ID!r}", original.is_not_null()),
+            each_row(f"lists an {schema.ORIGINAL_ID!r} twice", original.is_unique()),
+        ],
+    )
+
+
+def check_sequences(file: Path, meta: Mapping[str, Any]) -> pl.DataFrame:
+    """sequences.parquet: one row per user 0..U-1 in order, non-empty item lists of real items
+    1..N, split indices inside their list (validation before test, test = the last event), side
+    features as long as the item list with codes inside their vocabularies; the counts of
+    meta.json. Returns the columns loading reads."""
+    features = dict(meta[schema.META_SIDE_FEATURES])
+    frame = _read_parquet(
+        file,
+        {
+            schema.USER: INTEGER,
+            schema.ITEMS: INTEGER_LIST,
+            schema.TIMESTAMPS: INTEGER_LIST,
+            schema.VAL_INDEX: INTEGER,
+            schema.TEST_INDEX: INTEGER,
+            **dict.fromkeys(features, INTEGER_LIST),
+        },
+        footer_only=(schema.TIMESTAMPS,),
+    )
+    _same_count(file, frame.height, "users", meta)
+    n_items = int(meta["items"])
+    length = pl.col(schema.ITEMS).list.len().cast(pl.Int64)
+    val, test = pl.col(schema.VAL_INDEX), pl.col(schema.TEST_INDEX)
+    rules = [
+        each_row(
+            f"has {schema.USER!r} values that are not exactly 0..U-1 in order (one row per user)",
+            pl.col(schema.USER) == pl.int_range(pl.len()),
+        ),
+        each_row(f"has an empty or missing {schema.ITEMS!r} list", length >= 1),
+        each_element(
+            f"has a missing (null) item inside an {schema.ITEMS!r} list",
+            schema.ITEMS,
+            lambda item: item.is_not_null(),
+        ),
+        each_element(
+            f"has PAD ({schema.PAD}) inside an {schema.ITEMS!r} list",
+            schema.ITEMS,
+            lambda item: item != schema.PAD,
+        ),
+        each_element(
+            f"has an item index outside 1..{n_items} ({schema.META_FILE} counts {n_items} "
+            f"items) in an {schema.ITEMS!r} list",
+            schema.ITEMS,
+            lambda item: item.is_between(1, n_items),
+        ),
+        each_row(
+            f"has a {schema.VAL_INDEX!r} outside 1..len({schema.ITEMS})-1",
+            val.is_null() | ((val >= 1) & (val < length)),
+        ),
+        each_row(
+            f"has a {schema.TEST_INDEX!r} other than the last position of its list, "
+            f"len({schema.ITEMS})-1 (at least 1)",
+            test.is_null() | ((test >= 1) & (test == length - 1)),
+        ),
+        each_row(
+            f"has a {schema.VAL_INDEX!r} at or after its {schema.TEST_INDEX!r} (the test target "
+            "would leak into training)",
+            val.is_null() | test.is_null() | (val < test),
+        ),
+    ]
+    for name, size in features.items():
+        rules += [
+            each_row(
+                f"has a list in column {name!r} whose length differs from its {schema.ITEMS!r} "
+                "list",
+                pl.col(name).list.len() == length,
+            ),
+            each_element(
+                f"has a missing (null) code in column {name!r}",
+                name,
+                lambda code: code.is_not_null(),
+            ),
+            each_element(
+                f"has a code in column {name!r} outside 0..{size - 1}, the vocabulary of "
+                f"{schema.META_SIDE_FEATURES}.{name} = {size} in {schema.META_FILE}",
+                name,
+                lambda code, size=size: code.is_between(0, size - 1),
+            ),
+        ]
+    _check_rules(file, frame, rules)
+    events = int(frame[schema.ITEMS].list.len().sum())
+    if events != meta["events"]:
+        refuse(file, f"holds {events} events, while {schema.META_FILE} says {meta['events']}")
+    return frame
+
+
+def check_histogram(file: Path) -> None:
+    """length_histogram.png: present and a PNG (recsys-report copies it next to its plots)."""
+    if not file.is_file():
+        refuse(file, "is missing (or not a regular file)")
+    try:
+        with open(file, "rb") as handle:
+            head = handle.read(len(PNG_SIGNATURE))
+    except OSError as error:
+        refuse(file, f"cannot be read ({error.strerror or error})")
+    if head != PNG_SIGNATURE:
+        refuse(file, "is not a PNG image")
+
+
+def _read_parquet(
+    file: Path, columns: Mapping[str, str], footer_only: Collection[str] = ()
+) -> pl.DataFrame:
+    """The ``columns`` (name -> kind) of ``file`` but ``footer_only``, whose presence and type
+    are all that is checked; integer columns cast to Int64."""
+    if not file.is_file():  # also refuses a folder, a fifo or a device in its place
+        refuse(file, "is missing (or not a regular file)")
+    try:
+        found = pl.read_parquet_schema(file)
+    except UNREADABLE as error:
+        refuse(
+            file, f"is not a readable parquet file (cut short or another format: {_brief(error)})"
+        )
+    for name, kind in columns.items():
+        if name not in found:
+            refuse(file, f"has no column {name!r} (it has: {', '.join(found) or 'none'})")
+        if not KINDS[kind](found[name]):
+            refuse(file, f"has column {name!r} of type {found[name]}; expected {kind}")
+    read = [name for name in columns if name not in footer_only]
+    try:
+        frame = pl.read_parquet(file, columns=read)
+    except UNREADABLE as error:
+        refuse(file, f"is damaged and cannot be read ({_brief(error)})")
+    return frame.cast({n: CAST[columns[n]] for n in read if columns[n] in CAST})
+
+
+def _same_count(file: Path, rows: int, key: str, meta: Mapping[str, Any]) -> None:
+    if rows != meta[key]:
+        refuse(file, f"holds {rows} {key}, while {schema.META_FILE} says {meta[key]}")
+
+
+def _brief(error: BaseException) -> str:
+    return (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
+
+
+# ---------------------------------------------------------------------------- row rules
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A property every row of a table must have.
+
+    Attributes:
+        problem: what a failing table has, as the message says it.
+        passed: aggregate, True when every row has the property.
+        ok: per row, False for an offending row (found only after ``passed`` fails).
+        show: per row, what the message shows of the first offending row.
+    """
+
+    problem: str
+    passed: pl.Expr
+    ok: pl.Expr
+    show: tuple[pl.Expr, ...]
+
+
+def each_row(problem: str, ok: pl.Expr) -> Rule:
+    """A rule on every row; a null counts as a failure. The message shows the row's values of
+    the columns ``ok`` reads."""
+    ok = ok.fill_null(False)
+    return Rule(problem, ok.all(), ok, tuple(map(pl.col, dict.fromkeys(ok.meta.root_names()))))
+
+
+def each_element(problem: str, column: str, ok: Callable[[pl.Expr], pl.Expr]) -> Rule:
+    """A rule on every element of the list ``column``; a null element or list is a failure.
+    Checked over the flat values (no per-row work); the message shows the first offending
+    element's position in its list and its value."""
+    bad = ~ok(pl.element()).fill_null(False)
+    position = pl.col(column).list.eval(bad).list.arg_max()
+    return Rule(
+        problem,
+        ok(pl.col(column).explode()).fill_null(False).all(),
+        ~pl.col(column).list.eval(bad).list.any().fill_null(True),
+        (position.alias("position"), pl.col(column).list.get(position, null_on_oob=True)),
+    )
+
+
+def _check_rules(file: Path, frame: pl.DataFrame, rules: Sequence[Rule]) -> None:
+    """Refuse ``file`` at the first rule ``frame`` breaks, pointing at the first bad row."""
+    passed = frame.select(*(r.passed.alias(str(i)) for i, r in enumerate(rules))).row(0)
+    for rule, fine in zip(rules, passed, strict=True):
+        if not fine:
+            row = (
+                frame.with_row_index("row")
+                .filter(~rule.ok)
+                .select("row", *rule.show)
+                .row(0, named=True)
+            )
+            shown = ", ".join(f"{k} = {_shown(v)}" for k, v in row.items() if k != "row")
+            refuse(file, f"{rule.problem} (first at row {row['row']}: {shown})")
