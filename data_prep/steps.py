@@ -223,7 +223,9 @@ def trim(
 def gap_code(unit: str) -> pl.Expr:
     """1 for a user's first event, else 2 + floor(log2(seconds since the previous + 1))."""
     first = pl.col(USER).ne_missing(pl.col(USER).shift(1))
-    seconds = (pl.col(TS) - pl.col(TS).shift(1)) // SECONDS[unit]
+    # every row is computed before `when` picks: a user's first row differs from the previous
+    # user's last, possibly negatively, so clip before the log (log2 of < 1 would be NaN)
+    seconds = ((pl.col(TS) - pl.col(TS).shift(1)) // SECONDS[unit]).clip(lower_bound=0)
     bucket = (seconds.cast(pl.Float64) + 1).log(2).floor().cast(pl.Int64)
     return pl.when(first).then(1).otherwise(2 + bucket.clip(0, GAP_BUCKETS - 1))
 

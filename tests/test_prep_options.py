@@ -144,6 +144,20 @@ def test_gap_feature_codes(tmp_path):
     assert [vocab[c] for c in seq["gap"][0]] == ["first", "0s", "3-6s", "65535-131070s"]
 
 
+def test_gap_codes_with_many_users_whose_clocks_go_back(tmp_path):
+    # the next user's first event is earlier than the previous user's last: its gap would be
+    # negative (the log of it NaN) if it were not the user's "first" event
+    rows = [(u, 10 + i, 1_000 * (3 - u) + 7 * i, "pv", 5) for u in (1, 2, 3) for i in range(4)]
+    meta = prepare(
+        {"input": log(tmp_path, rows), "output": tmp_path / "o", "side_features": ["gap"]}
+    )
+    vocab = meta[schema.META_VOCAB]["gap"]
+    seq = pl.read_parquet(tmp_path / "o" / schema.SEQUENCES_FILE).sort(schema.USER)
+    assert [[vocab[c] for c in codes] for codes in seq["gap"]] == [
+        ["first", "7-14s", "7-14s", "7-14s"]
+    ] * 3
+
+
 def test_gap_needs_a_clock(tmp_path):
     src = tmp_path / "v.txt"
     src.write_text("1 5\n1 6\n1 7\n")
