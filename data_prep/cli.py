@@ -78,7 +78,7 @@ def _main(cfg: DictConfig) -> None:
 
 
 def main() -> None:
-    run_command(_main)
+    run_command(_main, "recsys-prep")
 
 
 if __name__ == "__main__":

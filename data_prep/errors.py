@@ -9,13 +9,15 @@ what to do about it.
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from collections.abc import Callable
-from typing import TypeVar
+from typing import NoReturn, TypeVar
 
 USAGE_EXIT_CODE = 2
 Task = TypeVar("Task", bound=Callable)
 _TASK_STARTED: list[str] = []  # commands whose task function began (vs. Hydra's own errors)
+_COMMAND: list[str] = []  # the command run_command is running
 
 
 class UserError(Exception):
@@ -34,21 +36,45 @@ def exit_on_user_error(command: str) -> Callable[[Task], Task]:
             try:
                 return task(*args, **kwargs)
             except UserError as error:
-                print(f"{command}: error: {error}", file=sys.stderr)
-                sys.exit(USAGE_EXIT_CODE)
+                exit_with(command, error)
 
         return run  # type: ignore[return-value]
 
     return decorate
 
 
-def run_command(hydra_main: Callable[[], object]) -> None:
-    """Run a ``@hydra.main`` entry point; an invalid override or config choice (Hydra prints
-    it and exits 1 before the task starts) exits 2 like every other user error."""
+def run_command(hydra_main: Callable[[], object], command: str) -> None:
+    """Run a ``@hydra.main`` entry point with Hydra's own errors reported like every other
+    user error: an invalid override, an unknown config choice or an unreadable config (raised
+    before the task starts) is one paragraph and exit status 2. An exception from inside the
+    task that is not a :class:`UserError` is a bug and keeps its full traceback."""
     _TASK_STARTED.clear()
+    _COMMAND[:] = [command]
+    os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra re-raises instead of printing and exiting 1
     try:
         hydra_main()
-    except SystemExit as exit:
-        if exit.code == 1 and not _TASK_STARTED:
-            sys.exit(USAGE_EXIT_CODE)
-        raise
+    except Exception as error:
+        if _TASK_STARTED and not isinstance(error, UserError):
+            raise
+        exit_with(command, error)
+
+
+def exit_with(command: str | None, error: BaseException) -> NoReturn:
+    """Print ``error`` as the command's one-paragraph message and exit with status 2 (also
+    from places where an exception would be swallowed, such as Hydra's callbacks)."""
+    name = command or (_COMMAND[0] if _COMMAND else "recsys-seq")
+    print(f"{name}: error: {_paragraph(error)}", file=sys.stderr)
+    sys.exit(USAGE_EXIT_CODE)
+
+
+def _paragraph(error: BaseException) -> str:
+    """Hydra's (and OmegaConf's) multi-line message as one paragraph."""
+    text = str(error)
+    override = getattr(error, "override", None)  # Hydra's OverrideParseException
+    if isinstance(override, str):
+        text = f"Cannot parse the override {override!r}: {text}"
+    cause = error.__cause__
+    if cause is not None and type(cause).__module__.startswith("omegaconf"):
+        text += "\n" + str(cause)
+    text = text.split("Config search path:")[0]  # Hydra's internals, not the user's problem
+    return " ".join(line.strip() for line in text.splitlines() if line.strip())

@@ -220,6 +220,8 @@ def prepare(cfg: Mapping[str, Any], stage=quiet) -> dict[str, Any]:
         try:
             result = job.run(raw, cfg, profile["rows"], tmp / "_work", tmp, stage)
         except pl.exceptions.PolarsError as err:
+            if publish.is_disk_error(err):
+                raise  # the output's file system, reported as such by publishing
             raise parse_error(err, path, cfg["format"]) from None
         shutil.rmtree(tmp / "_work", ignore_errors=True)
         if result.lengths.len() == 0:

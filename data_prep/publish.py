@@ -103,7 +103,7 @@ def check_target(
     target = _check_location(target, kind, folder, inputs)
     if target.is_symlink() or (target.exists() and not _replaceable(target, kind, folder)):
         raise OutputRefused(
-            f"Output {target} exists and is not a {kind.replace('_', ' ')} written by "
+            f"Output {target} exists and is not {_a(kind.replace('_', ' '))} written by "
             f"recsys-seq ({_describe(target)}); it is left untouched. Remove it yourself or "
             f"name another output {'folder' if folder else 'file'}."
         )
@@ -129,12 +129,21 @@ def _check_location(
                 f"Output {target} {relation} the input {source}; writing it would destroy the "
                 f"input. Name another output {what}."
             )
+        if source.is_dir() and _is_within(target.resolve(), source):
+            raise OutputRefused(
+                f"Output {target} is inside the input folder {source}, which is only ever "
+                f"read. Name an output {what} outside it."
+            )
     for parent in target.parents:
         if parent.exists():
             if not parent.is_dir():
                 raise OutputRefused(f"Output {target}: {parent} is a file, not a folder.")
             break
     return target
+
+
+def _a(noun: str) -> str:
+    return f"{'an' if noun[0] in 'aeiou' else 'a'} {noun}"
 
 
 def _replaceable(target: Path, kind: str, folder: bool) -> bool:
@@ -150,7 +159,7 @@ def _describe(path: Path) -> str:
     if path.is_dir():
         marker = read_marker(path)
         if marker is not None and owns_folder(path, str(marker.get("artifact"))):
-            return f"a {marker.get('artifact')} folder"
+            return f"{_a(str(marker.get('artifact')).replace('_', ' '))} folder"
         return "a folder with other content"
     return "a file"
 
@@ -212,17 +221,28 @@ def recover(target: str | Path) -> None:
 # ------------------------------------------------------------------------------ publishing
 
 
+def is_disk_error(error: BaseException) -> bool:
+    """A full disk, missing permission or read-only file system, raised by Python (an OSError)
+    or by a library that reports the operating system's code (Polars: ``(os error 28)``)."""
+    if isinstance(error, OSError):
+        return error.errno in _OUTPUT_ERRNOS
+    code = re.search(r"os error (\d+)", str(error))
+    return code is not None and int(code[1]) in _OUTPUT_ERRNOS
+
+
 @contextmanager
 def output_errors(target: Path) -> Iterator[None]:
     """Report a full disk, missing permission or read-only file system as the output's fault."""
     try:
         yield
-    except OSError as err:
-        if err.errno not in _OUTPUT_ERRNOS:
+    except Exception as err:
+        if isinstance(err, UserError) or not is_disk_error(err):
             raise
+        reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
         raise OutputRefused(
-            f"Could not write the output {target}: {err.strerror or err}. Free space or pick "
-            "a writable location; nothing was published and the previous output is intact."
+            f"Could not write the output {target}: {reason.strip().splitlines()[0]}. Free "
+            "space or pick a writable location; nothing was published and the previous "
+            "output is intact."
         ) from None
 
 
@@ -306,28 +326,34 @@ RUN = "run"
 _HYDRA_ENTRIES = re.compile(r"^(\.hydra|[^/]+\.log)$")
 
 
-def claim_run_folder(folder: str | Path) -> Path:
-    """Make ``folder`` a run folder of the project (checkpoints, metrics, logs grow in it).
-
-    A new folder, or one holding only what Hydra wrote for this run, is marked as the
-    project's; a folder already marked is reused (a resumed or repeated run). Anything else
-    is a user's folder and refused.
-    """
+def check_run_folder(folder: str | Path) -> Path:
+    """The absolute run folder if the project may use it: new, empty, holding only what Hydra
+    writes for a run, or already marked as a run folder; else :class:`OutputRefused`."""
     folder = Path(os.path.abspath(folder))
     marker = read_marker(folder) if folder.is_dir() else None
     if marker is not None and marker.get("artifact") == RUN:
         return folder
     _check_location(folder, RUN, True, ())
+    if folder.exists() and not folder.is_dir():
+        raise OutputRefused(f"Run folder {folder} is a file; pick a new folder.")
     if folder.is_dir() and not all(_HYDRA_ENTRIES.match(e.name) for e in folder.iterdir()):
         raise OutputRefused(
             f"Run folder {folder} already holds files that recsys-seq did not write; they are "
             "left untouched. Pick a new folder with hydra.run.dir=<folder>."
         )
-    with output_errors(folder):
-        folder.mkdir(parents=True, exist_ok=True)
-        tmp = folder / f".{MARKER_FILE}.tmp-{_tag()}"
-        tmp.write_text(json.dumps({"artifact": RUN}) + "\n")
-        os.replace(tmp, folder / MARKER_FILE)
+    return folder
+
+
+def claim_run_folder(folder: str | Path) -> Path:
+    """Make ``folder`` a run folder of the project (checkpoints, metrics, logs grow in it):
+    :func:`check_run_folder`, then the marker."""
+    folder = check_run_folder(folder)
+    if read_marker(folder) is None:
+        with output_errors(folder):
+            folder.mkdir(parents=True, exist_ok=True)
+            tmp = folder / f".{MARKER_FILE}.tmp-{_tag()}"
+            tmp.write_text(json.dumps({"artifact": RUN}) + "\n")
+            os.replace(tmp, folder / MARKER_FILE)
     return folder
 
 

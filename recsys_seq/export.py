@@ -27,23 +27,40 @@ not traced, longer inputs fail on the position table instead). Load a ``.pt2`` w
 from __future__ import annotations
 
 import warnings
+import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import hydra
 import torch
-from hydra.utils import instantiate
 from lightning.pytorch.core.module import _jit_is_scripting
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 from torch import nn
 from torch.export import Dim
 
+from data_prep.errors import exit_on_user_error, run_command
+from data_prep.publish import publishing, register_kind
+from recsys_seq import checkpoint
 from recsys_seq.cli import runs
-from recsys_seq.cli.evaluate import load_checkpoint
 from recsys_seq.models.gru import GRUEncoder
 from recsys_seq.models.recommender import SequentialRecommender
+from recsys_seq.options import OptionError
+from recsys_seq.spec import ModelSpec
 
 FORMATS = (".pt2", ".pt", ".onnx")
+EXPORT = "export"
+ARTIFACT_KEY = "recsys_seq_artifact"  # stored inside every exported file: which artifact
+DEFAULT_OUTPUT = "model.pt2"  # in the run folder, when no output= is given
+
+
+@dataclass(frozen=True)
+class ExportOptions:
+    """The command's options (``conf/export.yaml``), checked before any work."""
+
+    ckpt_path: str
+    output: str | None = None
+    exclude_history: bool = False
 
 
 class NextItemScorer(nn.Module):
@@ -81,23 +98,11 @@ class NextItemScorer(nn.Module):
         return self.model.ranking_scores(batch)
 
 
-def model_from_checkpoint(path: str | Path) -> tuple[SequentialRecommender, DictConfig]:
-    """Rebuild a checkpoint's model from the checkpoint alone (no dataset needed: the catalogue
-    and side-feature sizes are stored in its hyper-parameters). Returns ``(model, config)``."""
-    checkpoint = load_checkpoint(path)
-    hparams = checkpoint["hyper_parameters"]
-    trained = OmegaConf.create(hparams["run_config"])
-    model_cfg = trained.model.copy()
-    model_cfg.side_features = dict(hparams.get("side_features") or {})  # names -> sizes
-    model = instantiate(
-        model_cfg,
-        num_items=hparams["num_items"],
-        item_fingerprint=hparams.get("item_fingerprint"),
-        run_config=hparams["run_config"],
-        _convert_="all",
-    )
-    model.load_state_dict(checkpoint["state_dict"])
-    return model.eval(), trained
+def model_from_checkpoint(path: str | Path) -> tuple[SequentialRecommender, ModelSpec]:
+    """Rebuild a checkpoint's model from the checkpoint alone (no dataset needed: the spec
+    holds the catalogue and side-feature sizes). Returns ``(model, spec)``."""
+    restored = checkpoint.load(path)
+    return restored.model, restored.spec
 
 
 def example_inputs(
@@ -125,7 +130,7 @@ def max_length(model: SequentialRecommender) -> int | None:
 def export_program(scorer: NextItemScorer) -> torch.export.ExportedProgram:
     """``torch.export`` with a dynamic batch size and sequence length."""
     if isinstance(scorer.model.encoder, GRUEncoder):
-        raise ValueError(
+        raise OptionError(
             "torch.export unrolls nn.GRU over time, which fixes the sequence length: export "
             "the gru model with output=<file>.pt (TorchScript trace, any length)"
         )
@@ -150,28 +155,44 @@ def trace(scorer: NextItemScorer) -> torch.jit.ScriptModule:
         return torch.jit.trace(scorer, inputs, check_trace=False)
 
 
-def export(cfg: DictConfig) -> dict[str, Any]:
-    """Export ``cfg.ckpt_path`` to ``cfg.output`` (``.pt2`` or ``.onnx``); returns the model,
-    scorer and output path."""
-    runs.quiet_console()
-    output = Path(cfg.output)
-    if output.suffix not in FORMATS:
-        raise ValueError(f"output must end in one of {FORMATS}, got {output}")
-    model, _ = model_from_checkpoint(cfg.ckpt_path)
-    scorer = NextItemScorer(model, exclude_history=bool(cfg.exclude_history))
-    output.parent.mkdir(parents=True, exist_ok=True)
-    tmp = output.with_name(f".{output.stem}.tmp{output.suffix}")  # keeps the suffix
+def is_export(path: Path) -> bool:
+    """Whether ``path`` is a program this command exported (by the marker stored inside)."""
     try:
+        if path.suffix == ".onnx":
+            import onnx
+
+            model = onnx.load(str(path), load_external_data=False)
+            return any(p.key == ARTIFACT_KEY for p in model.metadata_props)
+        with zipfile.ZipFile(path) as archive:
+            return any(name.endswith(f"/extra/{ARTIFACT_KEY}") for name in archive.namelist())
+    except Exception:  # noqa: BLE001 - anything unreadable is not ours
+        return False
+
+
+register_kind(EXPORT, is_export)
+
+
+def export(cfg: DictConfig) -> dict[str, Any]:
+    """Export ``cfg.ckpt_path`` to ``cfg.output`` (``.pt2``, ``.pt`` or ``.onnx``); returns the
+    model, scorer and output path."""
+    runs.quiet_console()
+    options = runs.command_options(ExportOptions, cfg)
+    output = Path(options.output or Path(cfg.paths.output_dir) / DEFAULT_OUTPUT)
+    if output.suffix not in FORMATS:
+        raise OptionError(f"output must end in one of {', '.join(FORMATS)}, got {output}.")
+    model, spec = model_from_checkpoint(options.ckpt_path)
+    if not isinstance(model, SequentialRecommender):
+        raise OptionError(f"recsys-export supports the sasrec and gru models, not {spec.name}.")
+    scorer = NextItemScorer(model, exclude_history=options.exclude_history)
+    inputs = [Path(options.ckpt_path)]
+    with publishing(output, EXPORT, folder=False, inputs=inputs) as tmp:
         if output.suffix == ".pt2":
-            torch.export.save(export_program(scorer), tmp)
+            torch.export.save(export_program(scorer), tmp, extra_files={ARTIFACT_KEY: EXPORT})
         elif output.suffix == ".pt":
-            torch.jit.save(trace(scorer), tmp)
+            torch.jit.save(trace(scorer), tmp, _extra_files={ARTIFACT_KEY: EXPORT})
         else:
             export_onnx(scorer, tmp)
-        tmp.replace(output)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return {"model": model, "scorer": scorer, "output": output}
+    return {"model": model, "spec": spec, "scorer": scorer, "output": output}
 
 
 def export_onnx(scorer: NextItemScorer, path: Path) -> None:
@@ -184,30 +205,33 @@ def export_onnx(scorer: NextItemScorer, path: Path) -> None:
         ) from None
     inputs = example_inputs(scorer, batch_size=3, length=min(5, max_length(scorer.model) or 5))
     names = ["items", "mask", *scorer.feature_names]
-    torch.onnx.export(
+    program = torch.onnx.export(
         scorer,
         inputs,
-        str(path),
         dynamo=True,
         input_names=names,
         output_names=["scores"],
         dynamic_shapes=tuple({0: "batch", 1: "seq"} for _ in inputs),
     )
+    program.model.metadata_props[ARTIFACT_KEY] = EXPORT
+    program.save(str(path))
 
 
 @hydra.main(version_base="1.3", config_path=runs.CONF_DIR, config_name="export")
-def main(cfg: DictConfig) -> None:
-    try:
-        result = export(cfg)
-    except (FileNotFoundError, ValueError, TypeError, RuntimeError) as error:
-        raise SystemExit(f"recsys-export: {error}") from None
+@exit_on_user_error("recsys-export")
+def _main(cfg: DictConfig) -> None:
+    result = export(cfg)
     model = result["model"]
     print(
-        f"Exported {type(model.encoder).__name__} + scorer over {model.hparams['num_items']:,} "
-        f"items (batch and sequence length dynamic, length <= {max_length(model) or 'any'}; "
+        f"Exported {result['spec'].name} (encoder + scorer over {model.spec.num_items:,} items; "
+        f"batch and sequence length dynamic, length <= {max_length(model) or 'any'}; "
         f"inputs: items, mask{''.join(', ' + n for n in result['scorer'].feature_names)}) to "
         f"{result['output']}"
     )
+
+
+def main() -> None:
+    run_command(_main, "recsys-export")
 
 
 if __name__ == "__main__":

@@ -51,7 +51,6 @@ def test_command_line_ddp_writes_one_run_folder(tmp_path, demo_dir):  # noqa: F8
         f"hydra.run.dir={run_dir}",
         f"paths.log_dir={tmp_path / 'outputs'}",
         f"data.path={demo_dir}",
-        "data.prepare=null",
         *SHORT,
         "callbacks.progress_bar=null",
     ]

@@ -28,6 +28,6 @@ def test_experiment_fast_dev_run(tmp_path_factory, shared_data, experiment):
             "baselines=false",  # the baseline ranks every user: minutes on big catalogues
         ],
     )
-    metrics, _ = train(cfg)
+    metrics, objects = train(cfg)
     assert 0.0 <= metrics["test/ndcg@10"] <= 1.0
-    assert Path(cfg.data.path).is_relative_to(prepared)
+    assert objects["datamodule"].path.is_relative_to(prepared)

@@ -7,6 +7,7 @@ import torch
 
 from recsys_seq.export import NextItemScorer, example_inputs, export, model_from_checkpoint
 from recsys_seq.models import GRUEncoder
+from recsys_seq.options import OptionError
 from tests.test_train import compose_config, demo_dir, short_checkpoint  # noqa: F401 (fixture)
 
 # (batch size, sequence length): neither is the (3, 5) the program was traced with
@@ -36,7 +37,7 @@ def test_exported_program_matches_eager_model(tmp_path, checkpoint, suffix, excl
         [f"ckpt_path={checkpoint}", f"output={output}", f"exclude_history={exclude}"],
     )
     if suffix == ".pt2" and isinstance(model_from_checkpoint(checkpoint)[0].encoder, GRUEncoder):
-        with pytest.raises(ValueError, match="unrolls nn.GRU.*pt"):
+        with pytest.raises(OptionError, match="unrolls nn.GRU.*pt"):
             export(cfg)
         assert not list(tmp_path.glob("*.pt2"))
         return
@@ -64,7 +65,7 @@ def test_only_sequential_models_and_known_formats(tmp_path, checkpoint):
     cfg = compose_config(
         "export", tmp_path, [f"ckpt_path={checkpoint}", f"output={tmp_path / 'model.bin'}"]
     )
-    with pytest.raises(ValueError, match="pt2"):
+    with pytest.raises(OptionError, match="pt2"):
         export(cfg)
     with pytest.raises(TypeError, match="sasrec and gru"):
         NextItemScorer(torch.nn.Linear(2, 2))

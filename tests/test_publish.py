@@ -228,3 +228,22 @@ def test_run_folder_claim(tmp_path, monkeypatch):
     monkeypatch.chdir(user)
     with pytest.raises(OutputRefused, match="working directory"):
         publish.claim_run_folder(".")
+
+
+def test_a_full_disk_during_prep_names_the_output_not_the_input(tmp_path, monkeypatch):
+    import polars as pl
+
+    from data_prep import job, prepare
+
+    (tmp_path / "log.csv").write_text(
+        "user_id,item_id,timestamp\n"
+        + "".join(f"{u},{i},{i}\n" for u in range(3) for i in range(4))
+    )
+
+    def full(*args, **kwargs):
+        raise pl.exceptions.ComputeError("failed to write: No space left on device (os error 28)")
+
+    monkeypatch.setattr(job, "run", full)
+    with pytest.raises(OutputRefused, match=r"Could not write the output .*out: .*No space"):
+        prepare({"input": tmp_path / "log.csv", "output": tmp_path / "out"})
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["log.csv"]

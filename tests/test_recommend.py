@@ -8,8 +8,9 @@ import pytest
 import torch
 
 from data_prep import schema
-from recsys_seq.cli.evaluate import VocabularyMismatch
-from recsys_seq.cli.recommend import UnknownUsers, recommend, to_frame
+from data_prep.publish import OutputRefused
+from recsys_seq.checkpoint import VocabularyMismatch
+from recsys_seq.cli.recommend import UnknownUsers, read_user_ids, recommend, to_frame
 from recsys_seq.metrics import target_rank
 from tests.test_train import compose_config, demo_dir, short_checkpoint  # noqa: F401 (fixture)
 
@@ -139,8 +140,32 @@ def test_unknown_user_ids_are_named(tmp_path, checkpoint):
 
 def test_refuses_another_item_vocabulary(tmp_path, checkpoint):
     payload = torch.load(checkpoint, weights_only=True)
-    payload["hyper_parameters"]["item_fingerprint"] = "0" * 64
+    payload["recsys_seq"]["model"]["item_fingerprint"] = "0" * 64
     torch.save(payload, tmp_path / "other.ckpt")
     cfg = recommend_config(tmp_path, tmp_path / "other.ckpt", f"output={tmp_path / 'r.csv'}")
     with pytest.raises(VocabularyMismatch, match="fingerprint"):
         recommend(cfg, show_progress=False)
+
+
+def test_users_file_follows_the_id_policy(tmp_path, demo_dir):  # noqa: F811
+    users = pl.read_parquet(demo_dir / schema.USERS_FILE).sort(schema.USER)
+    first, second, third = (str(u) for u in users[schema.ORIGINAL_ID].head(3))
+    ids_file = tmp_path / "ids.csv"
+    spellings = ["user_id,extra", f'"{second}",x', f" 00{first} ", f"{third}.0", f"{second}"]
+    ids_file.write_bytes(("\ufeff" + "\r\n".join(spellings) + "\r\n").encode())
+    got = read_user_ids(ids_file, users)
+    assert got.tolist() == [1, 0, 2]  # file order, each user once, header skipped
+
+
+@pytest.mark.parametrize("output", ["r.parquet", "r.csv"])
+def test_only_its_own_output_is_replaced(tmp_path, checkpoint, output):
+    target = tmp_path / output
+    cfg = recommend_config(tmp_path, checkpoint, "users=all", f"output={target}")
+    recommend(cfg, show_progress=False)
+    first = target.read_bytes()
+    recommend(cfg, show_progress=False)  # its own file: replaced
+    assert target.read_bytes() == first
+    target.write_text("user_id,rank\nmine,1\n")  # now somebody else's
+    with pytest.raises(OutputRefused, match="left untouched"):
+        recommend(cfg, show_progress=False)
+    assert target.read_text() == "user_id,rank\nmine,1\n"

@@ -22,7 +22,6 @@ def run_train(run_dir: Path, data_dir: Path, *extra: str) -> subprocess.Complete
         "recsys_seq.cli.train",
         f"hydra.run.dir={run_dir}",
         f"data.path={data_dir}",
-        "data.prepare=null",
         "trainer.max_epochs=2",
         "trainer.limit_train_batches=12",  # epoch = 12 steps; checkpoints at steps 5, 10, ...
         "callbacks.step_checkpoint.every_n_train_steps=5",

@@ -30,7 +30,6 @@ def sweep(sweep_dir: Path, data_dir: Path, *overrides: str) -> subprocess.Comple
         "--multirun",
         f"hydra.sweep.dir={sweep_dir}",
         f"data.path={data_dir}",
-        "data.prepare=null",
         *TINY,
         *overrides,
     ]
@@ -51,7 +50,7 @@ def test_model_sweep_in_parallel_then_report(tmp_path, demo_dir):  # noqa: F811
         text=True,
     )
     assert report.returncode == 0, report.stderr[-3000:]
-    table = (tmp_path / "sweep" / "report.csv").read_text()
+    table = (tmp_path / "sweep" / "report" / "report.csv").read_text()
     assert "model=sasrec" in table and "model=gru" in table
 
 

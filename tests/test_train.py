@@ -10,9 +10,11 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import open_dict
 
 from data_prep.demo import prepare_demo
+from recsys_seq.checkpoint import VocabularyMismatch
 from recsys_seq.cli import runs
-from recsys_seq.cli.evaluate import VocabularyMismatch, evaluate
+from recsys_seq.cli.evaluate import evaluate
 from recsys_seq.cli.train import train
+from recsys_seq.options import OptionError
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +38,6 @@ def train_config(run_dir: Path, data_dir: Path, *overrides: str):
         run_dir,
         [
             f"data.path={data_dir}",
-            "data.prepare=null",
             "callbacks.progress_bar=null",
             "callbacks.model_summary=null",
             *overrides,
@@ -132,7 +133,7 @@ def test_last_checkpoint_follows_every_epoch_best_only_improvements(tmp_path, de
 
 def test_unknown_side_feature_is_a_clear_error(tmp_path, demo_dir):
     cfg = train_config(tmp_path, demo_dir, "debug=fast", "model.side_features=[brand]")
-    with pytest.raises(ValueError, match="brand"):
+    with pytest.raises(OptionError, match="brand"):
         train(cfg)
 
 
@@ -142,7 +143,7 @@ def test_eval_refuses_another_item_vocabulary(tmp_path, demo_dir):
     ckpt = tmp_path / "model.ckpt"
     objects["trainer"].save_checkpoint(ckpt)
     payload = torch.load(ckpt, weights_only=True)
-    payload["hyper_parameters"]["item_fingerprint"] = "0" * 64
+    payload["recsys_seq"]["model"]["item_fingerprint"] = "0" * 64
     torch.save(payload, ckpt)
     eval_cfg = compose_config("eval", tmp_path / "eval", [f"ckpt_path={ckpt}"])
     with pytest.raises(VocabularyMismatch, match="fingerprint"):

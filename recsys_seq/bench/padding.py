@@ -142,5 +142,5 @@ def run(
         )
     print_rows(rows, title="padding and throughput (CPU, SASRec d=64, 2 layers, full softmax)")
     if output:
-        write_rows(rows, output)
+        write_rows(rows, output, "padding")
     return rows

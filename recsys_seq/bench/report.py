@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
+
+from data_prep import publish
 
 
 def _cell(value) -> str:
@@ -27,9 +28,8 @@ def print_rows(rows: list[dict], title: str | None, header: bool = True) -> None
     Console(width=200).print(table)
 
 
-def write_rows(rows: list[dict], output: str | Path) -> Path:
-    path = Path(output)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(rows, indent=2) + "\n")
+def write_rows(rows: list[dict], output: str | Path, benchmark: str) -> Path:
+    """Publish the rows (atomically; only a benchmark file of ours is ever replaced)."""
+    path = publish.write_rows(output, rows, benchmark)
     print(f"Rows: {path}")
     return path

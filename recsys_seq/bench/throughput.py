@@ -23,6 +23,7 @@ from recsys_seq.bench.report import print_rows, write_rows
 from recsys_seq.cli import runs
 from recsys_seq.data import SequenceDataModule
 from recsys_seq.data.shared import by_name, prepared
+from recsys_seq.models.registry import build_model
 
 PRECISIONS = {"fp32": None, "bf16": torch.bfloat16}
 
@@ -32,7 +33,7 @@ def build(model_name: str, datamodule: SequenceDataModule, device: str):
         cfg = compose(
             "train", overrides=[f"model={model_name}", f"data.max_len={datamodule.max_len}"]
         )
-    model = runs.build_model(cfg.model, datamodule, run_config="")
+    model = build_model(runs.spec_for_data(runs.model_values(cfg.model), datamodule))
     model.log = lambda *args, **kwargs: None  # no Trainer: measure the step itself
     loss = getattr(model, "loss", None)  # negative-sampling losses need the item counts
     if hasattr(loss, "fit_items"):
@@ -120,5 +121,5 @@ def run(
             print(", ".join(f"{k}={v}" for k, v in rows[-1].items()), flush=True)
     print_rows(rows, title=f"training throughput on {name}")
     if output:
-        write_rows(rows, output)
+        write_rows(rows, output, "throughput")
     return rows

@@ -10,6 +10,9 @@ import sys
 
 from omegaconf import OmegaConf
 
+from data_prep.errors import USAGE_EXIT_CODE, UserError
+from data_prep.publish import BENCHMARK, check_target
+
 
 def _padding(options: dict) -> None:
     from recsys_seq.bench.padding import run
@@ -32,12 +35,29 @@ def _prep(options: dict) -> None:
 TASKS = {"padding": _padding, "throughput": _throughput, "prep": _prep}
 
 
-def main(argv: list[str] | None = None) -> None:
-    args = sys.argv[1:] if argv is None else argv
+def run_task(args: list[str]) -> None:
     if not args or args[0] not in TASKS:
-        raise SystemExit(f"usage: recsys-bench {{{','.join(TASKS)}}} [key=value ...]")
-    options = OmegaConf.to_container(OmegaConf.from_dotlist(args[1:]))
-    TASKS[args[0]](options)
+        raise UserError(f"usage: recsys-bench {{{','.join(TASKS)}}} [key=value ...]")
+    try:
+        options = OmegaConf.to_container(OmegaConf.from_dotlist(args[1:]))
+    except Exception as error:  # noqa: BLE001 - OmegaConf's grammar errors have many types
+        raise UserError(f"options must be key=value pairs: {error}") from None
+    if options.get("output") is not None:
+        check_target(options["output"], BENCHMARK, folder=False)  # before hours of work
+    try:
+        TASKS[args[0]](options)
+    except TypeError as error:
+        if "unexpected keyword argument" not in str(error):
+            raise
+        raise UserError(f"recsys-bench {args[0]}: {error}") from None
+
+
+def main(argv: list[str] | None = None) -> None:
+    try:
+        run_task(sys.argv[1:] if argv is None else argv)
+    except UserError as error:
+        print(f"recsys-bench: error: {error}", file=sys.stderr)
+        sys.exit(USAGE_EXIT_CODE)
 
 
 if __name__ == "__main__":

@@ -4,91 +4,92 @@
     recsys-eval ckpt_path=<ckpt> data.path=<another prepared dir with the same items>
     recsys-eval ckpt_path=<ckpt> exclude_history=true   # rank without the user's history
 
-The model is rebuilt from the configuration stored inside the checkpoint, and the checkpoint is
-read with ``weights_only=True``: it can hold tensors and plain values, never code.
+The model is rebuilt by :mod:`recsys_seq.checkpoint` from the checked spec stored in the
+checkpoint (read with ``weights_only=True``: tensors and plain values, never code). The data
+folder (the checkpoint's own, or ``data.path``) must hold a prepared dataset with the same
+items; nothing is prepared or written into it.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import hydra
-import torch
 from hydra.utils import instantiate
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
+from data_prep.errors import exit_on_user_error, run_command
+from data_prep.publish import claim_run_folder
+from recsys_seq import checkpoint
 from recsys_seq.cli import runs
 from recsys_seq.data import SequenceDataModule
-
-
-class VocabularyMismatch(ValueError):
-    """The checkpoint was trained on a different item vocabulary than the data."""
-
-
-def load_checkpoint(path: str | Path) -> dict[str, Any]:
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"checkpoint {path} does not exist")
-    return torch.load(path, map_location="cpu", weights_only=True)
+from recsys_seq.options import as_plain
+from recsys_seq.spec import ModelSpec, check_trainer, data_options
 
 
 def restore(
     ckpt_path: str | Path, data_overrides: DictConfig | dict | None = None
-) -> tuple[Any, SequenceDataModule, DictConfig]:
-    """Rebuild a checkpoint's model and its datamodule (the trained data config with the
-    non-null ``data_overrides`` merged in), refusing data with another item vocabulary.
+) -> tuple[Any, SequenceDataModule, ModelSpec]:
+    """Rebuild a checkpoint's model and its datamodule (the trained data options with the
+    non-null ``data_overrides`` merged in), refusing data with another item vocabulary and
+    windows longer than the model reads. Nothing is prepared or written: the data folder
+    must hold a prepared dataset.
 
     Returns:
-        ``(model, datamodule, trained_config)``; the model holds the checkpoint's weights.
+        ``(model, datamodule, spec)``; the model holds the checkpoint's weights.
     """
-    checkpoint = load_checkpoint(ckpt_path)
-    hparams = checkpoint["hyper_parameters"]
-    trained = OmegaConf.create(hparams["run_config"])
-    overrides = {k: v for k, v in (data_overrides or {}).items() if v is not None}
-    data_cfg = OmegaConf.merge(trained.data, overrides)
-    datamodule = runs.build_datamodule(data_cfg)
-    fingerprint = datamodule.meta["item_fingerprint"]
-    if fingerprint != hparams["item_fingerprint"]:
-        raise VocabularyMismatch(
-            f"{ckpt_path} was trained on items with fingerprint "
-            f"{hparams['item_fingerprint'][:12]}..., but {datamodule.path} has "
-            f"{fingerprint[:12]}...: item indices would mean different items. Use the "
-            "dataset the model was trained on (or one prepared with the same item vocabulary)."
-        )
-    model = runs.build_model(trained.model, datamodule, hparams["run_config"])
-    model.load_state_dict(checkpoint["state_dict"])
-    return model, datamodule, trained
+    restored = checkpoint.load(ckpt_path)
+    overrides = {k: v for k, v in runs.plain(data_overrides).items() if v is not None}
+    data = data_options({**as_plain(restored.data), **overrides, "source": None})
+    runs.check_max_len(restored.spec, data.max_len)
+    datamodule = runs.build_datamodule(data)
+    checkpoint.check_same_items(
+        restored.spec, datamodule.meta["item_fingerprint"], datamodule.path, Path(ckpt_path)
+    )
+    return restored.model, datamodule, restored.spec
+
+
+@dataclass(frozen=True)
+class EvalOptions:
+    """The command's own options (``conf/eval.yaml``), checked before any work."""
+
+    ckpt_path: str
+    exclude_history: bool | None = None  # None: as trained
+    baselines: bool = True
 
 
 def evaluate(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, Any]]:
     """Test the checkpoint ``cfg.ckpt_path``; returns ``(metrics, objects)`` like ``train``."""
     runs.quiet_console()
-    model, datamodule, trained = restore(cfg.ckpt_path, cfg.get("data"))
-    if cfg.get("exclude_history") is not None:
-        model.exclude_history = bool(cfg.exclude_history)
+    options = runs.command_options(EvalOptions, cfg)
+    check_trainer(runs.plain(cfg.trainer))
+    model, datamodule, spec = restore(options.ckpt_path, cfg.get("data"))
+    if options.exclude_history is not None:
+        model.exclude_history = options.exclude_history
     trainer = instantiate(cfg.trainer, logger=False, enable_checkpointing=False)
     metrics: dict[str, Any] = {}
     for result in trainer.test(model, datamodule=datamodule, verbose=False):
         metrics.update(runs.to_floats(result))
-    if cfg.get("baselines"):
-        metrics.update(
-            runs.popularity_metrics(datamodule, list(trained.model.ks), model.exclude_history)
-        )
-    metrics["checkpoint"] = str(cfg.ckpt_path)
-    return metrics, {"datamodule": datamodule, "model": model, "trainer": trainer}
+    if options.baselines:
+        metrics.update(runs.popularity_metrics(datamodule, list(spec.ks), model.exclude_history))
+    metrics["checkpoint"] = str(Path(options.ckpt_path).resolve())
+    return metrics, {"datamodule": datamodule, "model": model, "trainer": trainer, "spec": spec}
 
 
 @hydra.main(version_base="1.3", config_path=runs.CONF_DIR, config_name="eval")
-def main(cfg: DictConfig) -> None:
-    try:
-        metrics, objects = evaluate(cfg)
-    except (FileNotFoundError, VocabularyMismatch) as error:
-        raise SystemExit(f"recsys-eval: {error}") from None
-    run_dir = Path(cfg.paths.output_dir)
+@exit_on_user_error("recsys-eval")
+def _main(cfg: DictConfig) -> None:
+    run_dir = claim_run_folder(cfg.paths.output_dir)
+    metrics, objects = evaluate(cfg)
     path = runs.write_results(run_dir, metrics, cfg)
-    runs.print_results(metrics, model_name=runs.model_name(objects["model"]))
+    runs.print_results(metrics, model_name=objects["spec"].name)
     print(f"Results: {path}")
+
+
+def main() -> None:
+    run_command(_main, "recsys-eval")
 
 
 if __name__ == "__main__":

@@ -22,11 +22,11 @@ Users with fewer than K rankable items get fewer rows. The output has one row pe
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import hydra
 import numpy as np
@@ -37,19 +37,39 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from torch.utils.data import Dataset
 
 from data_prep import schema
+from data_prep.errors import UserError, exit_on_user_error, run_command
+from data_prep.ids import canonical_series, read_id_list
+from data_prep.publish import check_target, publishing, register_kind
 from recsys_seq.cli import runs
-from recsys_seq.cli.evaluate import VocabularyMismatch, restore
+from recsys_seq.cli.evaluate import restore
 from recsys_seq.data import PreparedSequences
 from recsys_seq.data.batch import JaggedWindows, PaddedBatchCollator
 from recsys_seq.data.dataset import Stage
+from recsys_seq.options import OptionError, option
 
 SERVE = "serve"
+RECOMMENDATIONS = "recommendations"
+ARTIFACT_KEY = "recsys_seq_artifact"  # parquet metadata: which artifact wrote the file
+DEFAULT_OUTPUT = "recommendations.parquet"  # in the run folder, when no output= is given
 STAGES = (SERVE, Stage.TEST.value, Stage.VAL.value)
 COLUMNS = ("user_id", "rank", "item_id", "score")
-HEADER_NAMES = {"user_id", "user", "original_id", "id", "userid"}
 
 
-class UnknownUsers(ValueError):
+@dataclass(frozen=True)
+class RecommendOptions:
+    """The command's own options (``conf/recommend.yaml``), checked before any work."""
+
+    ckpt_path: str
+    users: str = "all"
+    k: int = option(10, min=1)
+    stage: Literal["serve", "test", "val"] = SERVE
+    exclude_history: bool = True
+    output: str | None = None
+    batch_size: int = option(512, min=1)
+    device: str = "auto"
+
+
+class UnknownUsers(UserError):
     """The users file names ids that are not in the dataset."""
 
 
@@ -104,36 +124,31 @@ def seen_items(data: PreparedSequences, users: torch.Tensor) -> torch.Tensor:
 
 
 def read_user_ids(path: str | Path, users_frame: pl.DataFrame) -> np.ndarray:
-    """User indices for the original ids listed in ``path`` (text or csv: first column, one id
-    per line; an optional header line), in file order, duplicates dropped.
+    """User indices for the original ids listed in ``path``, in file order, each once.
+
+    The file is read and its ids compared with ``users.parquet`` under the id policy of
+    :mod:`data_prep.ids` (whitespace, leading zeros and ``14.0`` name the same user as
+    ``14``; a BOM, CRLF, a header line and quoted ids are fine).
 
     Raises:
         UnknownUsers: naming the ids (up to 10) that ``users.parquet`` does not hold.
     """
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"users file {path} does not exist (or pass users=all)")
-    lines = [line.split(",")[0].strip().strip('"') for line in path.read_text().splitlines()]
-    lines = [line for line in lines if line]
-    known = dict(
-        zip(
-            users_frame[schema.ORIGINAL_ID].cast(pl.String).to_list(),
-            users_frame[schema.USER].to_list(),
-            strict=True,
-        )
+    wanted = pl.DataFrame({"id": read_id_list(path, "user")}, schema={"id": pl.String})
+    known = pl.DataFrame(
+        {
+            "id": canonical_series(users_frame[schema.ORIGINAL_ID]),
+            schema.USER: users_frame[schema.USER],
+        }
     )
-    if lines and lines[0] not in known and lines[0].lower() in HEADER_NAMES:
-        lines = lines[1:]
-    unknown = [line for line in dict.fromkeys(lines) if line not in known]
-    if unknown:
-        shown = ", ".join(unknown[:10]) + (", ..." if len(unknown) > 10 else "")
+    found = wanted.join(known, on="id", how="left", maintain_order="left")
+    unknown = found.filter(pl.col(schema.USER).is_null())["id"]
+    if unknown.len():
+        shown = ", ".join(unknown.head(10).to_list()) + (", ..." if unknown.len() > 10 else "")
         raise UnknownUsers(
-            f"{len(unknown)} user id(s) in {path} are not in the dataset's "
+            f"{unknown.len()} user id(s) in {path} are not in the dataset's "
             f"{schema.USERS_FILE}: {shown}"
         )
-    if not lines:
-        raise ValueError(f"users file {path} lists no user ids")
-    return np.array([known[line] for line in dict.fromkeys(lines)], dtype=np.int64)
+    return found[schema.USER].to_numpy().astype(np.int64)
 
 
 def window_dataset(datamodule: Any, stage: str) -> Dataset:
@@ -195,7 +210,7 @@ def top_k(
 
 def model_num_items(model: Any) -> int:
     """N, the number of real items the model scores."""
-    return int(model.hparams["num_items"])
+    return model.spec.num_items
 
 
 def to_frame(
@@ -231,54 +246,85 @@ def to_frame(
     )
 
 
-def write_atomic(frame: pl.DataFrame, output: str | Path) -> Path:
-    """Write ``frame`` as parquet or csv (by suffix) to a temporary file, then rename it into
-    place: a reader never sees a half-written file, a failure leaves the old one intact."""
-    output = Path(output)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    tmp = output.with_name(f".{output.name}.{os.getpid()}.tmp")
+def is_recommendations(path: Path) -> bool:
+    """Whether ``path`` is a recommendation file this command wrote (parquet: its metadata
+    key; csv: exactly its header line)."""
     try:
+        if path.suffix == ".parquet":
+            return pl.read_parquet_metadata(path).get(ARTIFACT_KEY) == RECOMMENDATIONS
+        with open(path, encoding="utf-8") as file:
+            return file.readline().rstrip("\r\n") == ",".join(COLUMNS)
+    except (OSError, UnicodeDecodeError, pl.exceptions.PolarsError):
+        return False
+
+
+register_kind(RECOMMENDATIONS, is_recommendations)
+
+
+def write_recommendations(frame: pl.DataFrame, output: Path, inputs: list[Path]) -> Path:
+    """Publish ``frame`` as parquet or csv (by suffix): a reader never sees a half-written
+    file, a failure leaves the previous one intact, and only a recommendation file this
+    command wrote is ever replaced."""
+    with publishing(output, RECOMMENDATIONS, folder=False, inputs=inputs) as tmp:
         if output.suffix == ".parquet":
-            frame.write_parquet(tmp)
+            frame.write_parquet(tmp, metadata={ARTIFACT_KEY: RECOMMENDATIONS})
         else:
             frame.write_csv(tmp)
-        os.replace(tmp, output)
-    finally:
-        tmp.unlink(missing_ok=True)
     return output
 
 
 def pick_device(name: str) -> torch.device:
+    """``auto`` (CUDA when available), ``cpu``, ``cuda``, ``cuda:<n>``, ``mps``; or an
+    :class:`OptionError` naming what is wrong."""
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise OptionError(
+            f"device must be auto, cpu, cuda, cuda:<n> or mps, got {name!r}."
+        ) from None
+    available = {
+        "cpu": True,
+        "cuda": torch.cuda.is_available()
+        and (device.index is None or device.index < torch.cuda.device_count()),
+        "mps": torch.backends.mps.is_available(),
+    }.get(device.type, False)
+    if not available:
+        raise OptionError(f"device={name}: no such device on this machine; use device=cpu.")
+    return device
 
 
 def recommend(cfg: DictConfig, show_progress: bool = True) -> tuple[pl.DataFrame, dict[str, Any]]:
     """Top-``cfg.k`` per selected user; returns ``(frame, info)`` where ``info`` holds the
     model, datamodule, output path, user count and throughput (users/s)."""
     runs.quiet_console()
-    output = Path(cfg.output)
+    options = runs.command_options(RecommendOptions, cfg)
+    output = Path(options.output or Path(cfg.paths.output_dir) / DEFAULT_OUTPUT)
     if output.suffix not in (".parquet", ".csv"):
-        raise ValueError(f"output must end in .parquet or .csv, got {output}")
-    if cfg.k < 1:
-        raise ValueError(f"k must be >= 1, got {cfg.k}")
-    model, datamodule, _ = restore(cfg.ckpt_path, cfg.get("data"))
-    device = pick_device(cfg.device)
+        raise OptionError(f"output must end in .parquet or .csv, got {output}.")
+    device = pick_device(options.device)
+    model, datamodule, spec = restore(options.ckpt_path, cfg.get("data"))
+    inputs = [Path(options.ckpt_path), datamodule.path]
+    if options.users != "all":
+        inputs.append(Path(options.users))
+    check_target(output, RECOMMENDATIONS, folder=False, inputs=inputs)  # before the work
     model.to(device)
-    model.exclude_history = bool(cfg.exclude_history)  # the window, via ranking_scores
-    dataset = window_dataset(datamodule, cfg.stage)
+    model.exclude_history = options.exclude_history  # the window, via ranking_scores
+    dataset = window_dataset(datamodule, options.stage)
     users_frame = pl.read_parquet(datamodule.path / schema.USERS_FILE)
-    if str(cfg.users) == "all":
+    if options.users == "all":
         wanted = np.asarray(dataset.users)
     else:
-        wanted = read_user_ids(cfg.users, users_frame)
-    position = {int(u): i for i, u in enumerate(dataset.users)}
-    indices = np.array([position[int(u)] for u in wanted if int(u) in position], dtype=np.int64)
+        wanted = read_user_ids(options.users, users_frame)
+    indices = window_positions(np.asarray(dataset.users), wanted)
     skipped = len(wanted) - len(indices)
     if skipped:
-        print(f"{skipped} selected user(s) have no {cfg.stage} window (no held-out event): skipped")
-    exclude_seen = datamodule.data if cfg.exclude_history and cfg.stage == SERVE else None
+        print(
+            f"{skipped} selected user(s) have no {options.stage} window (no held-out event): "
+            "skipped"
+        )
+    exclude_seen = datamodule.data if options.exclude_history and options.stage == SERVE else None
     start = time.perf_counter()
     with Progress(
         TextColumn("[progress.description]{task.description}"),
@@ -289,11 +335,11 @@ def recommend(cfg: DictConfig, show_progress: bool = True) -> tuple[pl.DataFrame
         disable=not show_progress,
     ) as progress:
         users, items, scores = top_k(
-            model, dataset, indices, cfg.k, cfg.batch_size, exclude_seen, device, progress
+            model, dataset, indices, options.k, options.batch_size, exclude_seen, device, progress
         )
     seconds = time.perf_counter() - start
     frame = to_frame(users, items, scores, datamodule.path)
-    path = write_atomic(frame, output)
+    path = write_recommendations(frame, output, inputs)
     info = {
         "model": model,
         "datamodule": datamodule,
@@ -302,22 +348,34 @@ def recommend(cfg: DictConfig, show_progress: bool = True) -> tuple[pl.DataFrame
         "seconds": seconds,
         "users_per_second": len(indices) / seconds if seconds > 0 else float("inf"),
         "device": str(device),
+        "options": options,
     }
     return frame, info
 
 
+def window_positions(window_users: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """Positions in ``window_users`` (sorted, unique) of the ``wanted`` users that have a
+    window, in ``wanted``'s order."""
+    position = np.searchsorted(window_users, wanted).clip(max=max(len(window_users) - 1, 0))
+    found = (window_users[position] == wanted) if len(window_users) else np.zeros(0, bool)
+    return position[found].astype(np.int64)
+
+
 @hydra.main(version_base="1.3", config_path=runs.CONF_DIR, config_name="recommend")
-def main(cfg: DictConfig) -> None:
-    try:
-        _, info = recommend(cfg)
-    except (FileNotFoundError, VocabularyMismatch, UnknownUsers, ValueError) as error:
-        raise SystemExit(f"recsys-recommend: {error}") from None
+@exit_on_user_error("recsys-recommend")
+def _main(cfg: DictConfig) -> None:
+    _, info = recommend(cfg)
+    options = info["options"]
     print(
-        f"Top-{cfg.k} for {info['users']:,} users ({cfg.stage} windows, history "
-        f"{'excluded' if cfg.exclude_history else 'included'}) in {info['seconds']:.2f} s on "
+        f"Top-{options.k} for {info['users']:,} users ({options.stage} windows, history "
+        f"{'excluded' if options.exclude_history else 'included'}) in {info['seconds']:.2f} s on "
         f"{info['device']}: {info['users_per_second']:,.0f} users/s\nRecommendations: "
         f"{info['output']}"
     )
+
+
+def main() -> None:
+    run_command(_main, "recsys-recommend")
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@ and writing and printing results."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import warnings
@@ -11,20 +12,28 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from hydra.core.hydra_config import HydraConfig
 from hydra.utils import instantiate
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 from rich.table import Table
 
+from data_prep import publish
+from data_prep.publish import RUN_FILE
 from recsys_seq.data import SequenceDataModule
 from recsys_seq.models import PopularityRecommender
+from recsys_seq.options import OptionError, Options, checked
+from recsys_seq.spec import DataOptions, ModelSpec, model_spec
 
 CONF_DIR = str(Path(__file__).resolve().parents[2] / "conf")
 METRICS_FILE = "metrics.json"
 CONFIG_FILE = "config.yaml"
 
+
+# conf/hydra/file_output.yaml: the run folder only when no explicit output names the result
+OmegaConf.register_new_resolver(
+    "run_folder_unless", lambda output, run_dir: "." if output is not None else run_dir
+)
 
 LIGHTNING_INFO = logging.getLogger("lightning.pytorch.utilities.rank_zero")
 
@@ -43,37 +52,85 @@ def quiet_console() -> None:
 
 
 def instantiate_group(group: DictConfig | None) -> list[Any]:
-    """Instantiate every non-null entry of a config group like ``callbacks`` or ``logger``."""
+    """Instantiate every non-null entry of a config group like ``callbacks`` or ``logger``.
+
+    Only for the run's own composed config (the project's conf/ and the user's overrides),
+    never for anything read from a checkpoint or a prepared folder."""
     return [instantiate(c) for c in (group or {}).values() if c is not None]
 
 
-def build_datamodule(data_cfg: DictConfig) -> SequenceDataModule:
-    """The datamodule, with its dataset prepared and loaded (the model needs its size)."""
-    datamodule: SequenceDataModule = instantiate(data_cfg)
+def plain(section: DictConfig | Mapping | None) -> dict[str, Any]:
+    """A config section as plain values, interpolations resolved."""
+    if section is None:
+        return {}
+    if isinstance(section, DictConfig):
+        return OmegaConf.to_container(section, resolve=True)  # type: ignore[return-value]
+    return dict(section)
+
+
+def command_options(cls: type[Options], cfg: DictConfig) -> Options:
+    """A command's own top-level options (``k``, ``output``, ``ckpt_path``, ...) checked into
+    ``cls``; a value left at Hydra's ``???`` counts as not given."""
+    values = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False)
+    fields = {f.name for f in dataclasses.fields(cls)}
+    given = {k: v for k, v in values.items() if k in fields and v != "???"}
+    return checked(cls, given, "")
+
+
+def build_datamodule(options: DataOptions) -> SequenceDataModule:
+    """The datamodule, its source prepared when it has one, and its dataset loaded."""
+    datamodule = SequenceDataModule.from_options(options)
     datamodule.prepare_data()
+    _ = datamodule.data  # validated on load: errors name the broken file before any work
     return datamodule
 
 
-def build_model(model_cfg: DictConfig, datamodule: SequenceDataModule, run_config: str) -> Any:
-    """Instantiate ``model_cfg`` for this data: catalogue size, item fingerprint and the sizes
-    of the side features the config names (``model.side_features``)."""
+def data_record(datamodule: SequenceDataModule, options: DataOptions) -> DataOptions:
+    """The data options a checkpoint stores: the folder actually read, as an absolute path
+    (a checkpoint never asks for a dataset to be prepared)."""
+    return dataclasses.replace(options, path=str(datamodule.path), source=None)
+
+
+def model_values(model_cfg: DictConfig | Mapping) -> dict[str, Any]:
+    """``conf/model`` as plain values, checked as far as they go without the data (so a bad
+    option fails before the data is prepared)."""
+    values = plain(model_cfg)
+    names = values.get("side_features") or []
+    if isinstance(names, str) or not isinstance(names, list):
+        raise OptionError(f"model.side_features must be a list of names, got {names!r}.")
+    model_spec({**values, "num_items": 2, "side_features": {}}, "model")
+    return values
+
+
+def spec_for_data(values: Mapping[str, Any], datamodule: SequenceDataModule) -> ModelSpec:
+    """The model spec for this data: catalogue size, item fingerprint, side-feature sizes."""
     available = datamodule.meta.get("side_features", {})
-    wanted = list(model_cfg.get("side_features") or [])
+    wanted = list(values.get("side_features") or [])
     missing = [name for name in wanted if name not in available]
     if missing:
-        raise ValueError(
+        raise OptionError(
             f"model.side_features names {missing}, but {datamodule.path} has "
             + (f"only {sorted(available)}" if available else "no side features")
+            + "; drop them or prepare the data with them (recsys-prep side_features=[...])."
         )
-    model_cfg = model_cfg.copy()
-    model_cfg.side_features = {name: available[name] for name in wanted}  # names -> sizes
-    return instantiate(
-        model_cfg,
-        num_items=datamodule.num_items,
-        item_fingerprint=datamodule.meta["item_fingerprint"],
-        run_config=run_config,
-        _convert_="all",
+    return model_spec(
+        {
+            **values,
+            "num_items": datamodule.num_items,
+            "item_fingerprint": datamodule.meta["item_fingerprint"],
+            "side_features": {name: int(available[name]) for name in wanted},
+        }
     )
+
+
+def check_max_len(spec: ModelSpec, max_len: int) -> None:
+    """Refuse windows longer than the model's position table, before any work."""
+    limit = getattr(spec.encoder, "max_len", None)
+    if limit is not None and max_len > limit:
+        raise OptionError(
+            f"data.max_len={max_len} is above the model's longest sequence "
+            f"(model.encoder.max_len={limit}); use data.max_len <= {limit}."
+        )
 
 
 def popularity_metrics(
@@ -91,27 +148,17 @@ def popularity_metrics(
     return metrics
 
 
-def model_name(model: Any) -> str:
-    """The model's config name (``sasrec``) inside a Hydra run, else the encoder's class."""
-    if HydraConfig.initialized():
-        choice = HydraConfig.get().runtime.choices.get("model")
-        if choice:
-            return choice
-    return type(getattr(model, "encoder", model)).__name__
-
-
 def to_floats(metrics: Mapping[str, Any]) -> dict[str, float]:
     return {k: float(v.item() if isinstance(v, torch.Tensor) else v) for k, v in metrics.items()}
 
 
 @rank_zero_only
 def write_results(run_dir: Path, metrics: dict[str, Any], cfg: DictConfig) -> Path:
-    """Write ``metrics.json`` (flat ``<stage>/<metric>@<k>`` keys) and the resolved config."""
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / CONFIG_FILE).write_text(OmegaConf.to_yaml(cfg, resolve=True))
-    path = run_dir / METRICS_FILE
-    path.write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n")
-    return path
+    """Publish ``metrics.json`` (flat ``<stage>/<metric>@<k>`` keys) and the resolved config
+    into the run folder, each atomically."""
+    publish.write_text(run_dir / CONFIG_FILE, OmegaConf.to_yaml(cfg, resolve=True), RUN_FILE)
+    text = json.dumps(metrics, indent=2, sort_keys=True) + "\n"
+    return publish.write_text(run_dir / METRICS_FILE, text, RUN_FILE)
 
 
 def _metric_order(name: str) -> tuple:

@@ -15,10 +15,17 @@ import hydra
 import lightning as L
 from hydra.utils import instantiate
 from lightning.pytorch.callbacks import ModelCheckpoint
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
+from data_prep.errors import exit_on_user_error, run_command
+from data_prep.publish import claim_run_folder, output_errors
+from recsys_seq.checkpoint import SpecRecord, check_resume
 from recsys_seq.cli import runs
+from recsys_seq.data import SequenceDataModule
 from recsys_seq.models.ranking import MONITOR
+from recsys_seq.models.registry import build_model
+from recsys_seq.options import OptionError
+from recsys_seq.spec import check_trainer, data_options
 
 
 def resolve_resume(ckpt_path: str | None, run_dir: Path) -> str | None:
@@ -29,36 +36,59 @@ def resolve_resume(ckpt_path: str | None, run_dir: Path) -> str | None:
     saved = [p for p in (run_dir / "checkpoints").glob("*.ckpt") if p.stem in ("last", "step")]
     if ckpt_path == "last" or (ckpt_path is None and saved):
         if not saved:
-            raise FileNotFoundError(f"ckpt_path=last, but {run_dir / 'checkpoints'} has none")
+            raise OptionError(f"ckpt_path=last, but {run_dir / 'checkpoints'} has none.")
         latest = max(saved, key=lambda p: p.stat().st_mtime)
         print(f"Resuming from {latest}")
         return str(latest)
     return ckpt_path
 
 
+def check_windows(datamodule: SequenceDataModule) -> None:
+    """Refuse data that would train on nothing or validate on nobody (and report an
+    untrained model's metrics as a result)."""
+    for stage, needs in (
+        ("train", "3 events (two to train on, one to hold out)"),
+        ("val", "a validation event"),
+    ):
+        if len(datamodule.dataset(stage)) == 0:
+            raise OptionError(
+                f"{datamodule.path} has no {stage} windows: no user has {needs}. Prepare it "
+                "with more events per user (recsys-prep min_user_events=3 or more)."
+            )
+
+
 def train(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, Any]]:
     """Train and test one configuration.
+
+    Every option is checked before any work (:mod:`recsys_seq.spec`); the model is built by
+    the project's registry from the checked spec, which every checkpoint stores.
 
     Returns:
         ``(metrics, objects)``: the flat metrics written to ``metrics.json`` and the objects
         built on the way (datamodule, model, trainer), for tests and notebooks.
     """
     runs.quiet_console()
-    L.seed_everything(cfg.seed, workers=True)
-    run_dir = Path(cfg.paths.output_dir)
-    datamodule = runs.build_datamodule(cfg.data)
-    model = runs.build_model(cfg.model, datamodule, OmegaConf.to_yaml(cfg, resolve=True))
+    data = data_options(runs.plain(cfg.data))
+    model_values = runs.model_values(cfg.model)
+    check_trainer(runs.plain(cfg.trainer))
+    run_dir = claim_run_folder(cfg.paths.output_dir)
+    datamodule = runs.build_datamodule(data)
+    spec = runs.spec_for_data(model_values, datamodule)
+    runs.check_max_len(spec, data.max_len)
+    check_windows(datamodule)
+    resume = resolve_resume(cfg.get("ckpt_path"), run_dir)
+    if resume is not None:
+        check_resume(resume, spec, datamodule.path)
+    L.seed_everything(cfg.seed, workers=True)  # checks first: nothing printed before an error
+    model = build_model(spec)
     callbacks = runs.instantiate_group(cfg.get("callbacks"))
+    callbacks.append(SpecRecord(spec, runs.data_record(datamodule, data)))
     trainer: L.Trainer = instantiate(
         cfg.trainer, callbacks=callbacks, logger=runs.instantiate_group(cfg.get("logger"))
     )
     started = time.perf_counter()
-    trainer.fit(
-        model,
-        datamodule=datamodule,
-        ckpt_path=resolve_resume(cfg.get("ckpt_path"), run_dir),
-        weights_only=True,
-    )
+    with output_errors(run_dir):  # checkpoints and logs: a full disk names the run folder
+        trainer.fit(model, datamodule=datamodule, ckpt_path=resume, weights_only=True)
     fit_time = {"fit/seconds": time.perf_counter() - started, "fit/epochs": trainer.current_epoch}
     checkpoint = next(
         (c for c in callbacks if isinstance(c, ModelCheckpoint) and c.monitor), None
@@ -73,21 +103,24 @@ def train(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, Any]]:
     for result in tested:
         metrics.update(runs.to_floats(result))
     if cfg.get("baselines") and trainer.is_global_zero:
-        metrics |= runs.popularity_metrics(
-            datamodule, list(cfg.model.ks), cfg.model.exclude_history
-        )
+        metrics |= runs.popularity_metrics(datamodule, list(spec.ks), spec.exclude_history)
     metrics["checkpoint"] = best
     if trainer.is_global_zero:
         path = runs.write_results(run_dir, metrics, cfg)
-        runs.print_results(metrics, model_name=runs.model_name(model))
+        runs.print_results(metrics, model_name=spec.name)
         print(f"Results: {path}\nCheckpoints: {run_dir / 'checkpoints'}")
     return metrics, {"datamodule": datamodule, "model": model, "trainer": trainer}
 
 
 @hydra.main(version_base="1.3", config_path=runs.CONF_DIR, config_name="train")
-def main(cfg: DictConfig) -> float | None:
+@exit_on_user_error("recsys-train")
+def _main(cfg: DictConfig) -> float | None:
     metrics, _ = train(cfg)
     return metrics.get(f"val/best_{MONITOR}")
+
+
+def main() -> None:
+    run_command(_main, "recsys-train")
 
 
 if __name__ == "__main__":

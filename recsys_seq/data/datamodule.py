@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
 from pathlib import Path
 
 import lightning as L
 from torch.utils.data import DataLoader
 
+from data_prep.publish import recover
 from recsys_seq.data.batch import PaddedBatchCollator
 from recsys_seq.data.dataset import PreparedSequences, Stage, WindowDataset
 from recsys_seq.data.sampler import BucketBatchSampler
+from recsys_seq.data.shared import check_source, prepare_source
+from recsys_seq.options import as_plain
+from recsys_seq.spec import DataOptions
 
 
 class SequenceDataModule(L.LightningDataModule):
@@ -20,7 +24,10 @@ class SequenceDataModule(L.LightningDataModule):
     batches.
 
     Args:
-        path: prepared dataset folder (``recsys-prep`` output).
+        path: prepared dataset folder (``recsys-prep`` output); read only, never written.
+        source: with no ``path``: ``demo`` (the bundled log) or a shared dataset name,
+            prepared on first use into ``cache_dir/<source>`` (:func:`prepare_source`).
+        cache_dir: where sources are prepared.
         max_len: longest input window; older events are dropped.
         batch_size: sequences per training batch (unless ``max_tokens`` is set).
         max_tokens: token budget per training batch (``longest x batch size``).
@@ -38,13 +45,11 @@ class SequenceDataModule(L.LightningDataModule):
             model and seed) instead of all; for models too slow to rank every item for every
             user. None evaluates everyone.
         eval_users_seed: seed of that draw.
-        prepare: called as ``prepare(path)`` when ``path`` holds no prepared dataset yet
-            (the bundled demo uses this to prepare itself on first use).
     """
 
     def __init__(
         self,
-        path: str | Path,
+        path: str | Path | None = None,
         max_len: int = 50,
         batch_size: int = 128,
         max_tokens: int | None = None,
@@ -60,10 +65,14 @@ class SequenceDataModule(L.LightningDataModule):
         negatives_seed: int = 0,
         eval_users: int | None = None,
         eval_users_seed: int = 0,
-        prepare: Callable[[Path], object] | None = None,
+        source: str | None = None,
+        cache_dir: str | Path = "data/prepared",
     ) -> None:
         super().__init__()
-        self.path = Path(path)
+        if path is None and source is None:
+            raise ValueError("give a prepared dataset path or a source to prepare")
+        self.source = None if path is not None else check_source(source)
+        self.path = Path(os.path.abspath(path if path is not None else Path(cache_dir) / source))
         self.max_len = max_len
         self.batch_size = batch_size
         self.max_tokens = max_tokens
@@ -82,17 +91,23 @@ class SequenceDataModule(L.LightningDataModule):
             negatives_seed=negatives_seed,
         )
         self.evaluation = dict(eval_users=eval_users, eval_users_seed=eval_users_seed)
-        self.prepare = prepare
         self._data: PreparedSequences | None = None
 
+    @classmethod
+    def from_options(cls, options: DataOptions) -> SequenceDataModule:
+        return cls(**as_plain(options))
+
     def prepare_data(self) -> None:
-        if self.prepare is not None and not (self.path / "meta.json").is_file():
-            self.prepare(self.path)
+        """Prepare the ``source`` dataset (kept when already prepared); a given path is only
+        ever read."""
+        if self.source is not None:
+            prepare_source(self.source, self.path)
 
     @property
     def data(self) -> PreparedSequences:
         """The loaded dataset (loaded on first use, once per process)."""
         if self._data is None:
+            recover(self.path)  # a publish of this folder killed half-way: put it back
             self._data = PreparedSequences.load(self.path)
         return self._data
 

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from data_prep import prepare
+from data_prep.demo import DEMO_NAME, prepare_demo
+from data_prep.errors import UserError
 
 SHARED_DATA_ENV = "RECSYS_SEQ_DATA"
 
@@ -48,12 +50,30 @@ def by_name(name: str) -> SharedDataset:
     for dataset in SHARED_DATASETS:
         if dataset.name == name:
             return dataset
-    raise KeyError(f"unknown shared dataset {name!r}; known: {[d.name for d in SHARED_DATASETS]}")
+    raise UserError(
+        f"Unknown dataset {name!r}; known: {DEMO_NAME}, "
+        f"{', '.join(d.name for d in SHARED_DATASETS)}."
+    )
+
+
+def check_source(name: str) -> str:
+    """``name`` if it is the demo or a shared dataset, else a :class:`UserError`."""
+    if name != DEMO_NAME:
+        by_name(name)
+    return name
+
+
+def prepare_source(name: str, output: str | Path) -> Path:
+    """Prepare the bundled demo or the shared dataset ``name`` into ``output`` (kept as it is
+    when it already holds that dataset, prepared with the same input and options)."""
+    if name == DEMO_NAME:
+        return prepare_demo(output)
+    return prepare_shared(output, name)
 
 
 def prepare_shared(output: str | Path, name: str) -> Path:
     """Prepare the shared dataset ``name`` into ``output`` (reused while input and config
-    match). Experiment configs use this as the datamodule's ``prepare`` hook."""
+    match)."""
     dataset = by_name(name)
     prepare(
         {

@@ -201,7 +201,7 @@ class TargetAttentionRecommender(RankingModule):
         exclude_positive: draw negatives from the items other than the positive.
         eval_chunk_size: candidates scored at once in :meth:`score_next`; memory is about
             ``4 * B * T * chunk * (D + 2 * hidden[0])`` bytes.
-        optimizer, scheduler, ks, exclude_history, item_fingerprint, run_config: as in
+        optimizer, scheduler, ks, exclude_history: as in
             :class:`~recsys_seq.models.recommender.SequentialRecommender`.
     """
 
@@ -224,8 +224,6 @@ class TargetAttentionRecommender(RankingModule):
         scheduler: SchedulerFactory | None = None,
         ks: Sequence[int] = DEFAULT_KS,
         exclude_history: bool = False,
-        item_fingerprint: str | None = None,
-        run_config: str | None = None,
     ) -> None:
         super().__init__(ks, exclude_history)
         self.save_hyperparameters(ignore=["encoder", "optimizer", "scheduler"])

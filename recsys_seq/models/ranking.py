@@ -74,6 +74,7 @@ class RankingModule(L.LightningModule):
         self.val_best = MaxMetric()
         self.optimizer_factory = torch.optim.AdamW
         self.scheduler_factory = None
+        self.spec = None  # the checked ModelSpec this model was built from (models/registry)
 
     def score_next(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """``(B, N + 1)`` scores of every item as the next event after each input window."""

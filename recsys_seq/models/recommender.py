@@ -33,10 +33,6 @@ class SequentialRecommender(RankingModule):
         optimizer: partial optimiser, completed with the parameters (Hydra ``_partial_``).
         scheduler: optional partial LR scheduler, completed with the optimiser.
         ks, exclude_history: see :class:`RankingModule`.
-        item_fingerprint: fingerprint of the item vocabulary this model was trained on;
-            evaluation refuses data with a different vocabulary.
-        run_config: the resolved run configuration as YAML, stored in checkpoints so that a
-            checkpoint alone rebuilds its model (a string: it loads with ``weights_only``).
     """
 
     def __init__(
@@ -50,8 +46,6 @@ class SequentialRecommender(RankingModule):
         scheduler: SchedulerFactory | None = None,
         ks: Sequence[int] = DEFAULT_KS,
         exclude_history: bool = False,
-        item_fingerprint: str | None = None,
-        run_config: str | None = None,
     ) -> None:
         super().__init__(ks, exclude_history)
         self.save_hyperparameters(ignore=["encoder", "loss", "optimizer", "scheduler"])

@@ -1,0 +1,167 @@
+"""The one checkpoint loader: a checkpoint is data, never a program.
+
+recsys-eval, recsys-recommend, recsys-export and resuming a run all read checkpoints here.
+A checkpoint is opened with ``torch.load(weights_only=True)`` (tensors and plain containers
+only, no unpickling of objects) and must carry the project's record, written at every save
+by :class:`SpecRecord`::
+
+    checkpoint["recsys_seq"] = {
+        "format": 1,
+        "model": {...},   # a ModelSpec as plain values: registry name, sizes, options
+        "data": {...},    # the DataOptions it was trained with (absolute data path)
+    }
+
+Both are read back through the same checks as a config (:mod:`recsys_seq.options`), the
+model is built by the project's registry (:mod:`recsys_seq.models.registry`) on the meta
+device first, so a spec that does not fit its weights is refused before anything is
+allocated, and then filled with the weights strictly. Nothing named by the file is imported,
+instantiated or called.
+"""
+
+from __future__ import annotations
+
+import pickle
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import torch
+
+from data_prep.errors import UserError
+from recsys_seq.models.ranking import RankingModule
+from recsys_seq.models.registry import build_model
+from recsys_seq.options import as_plain
+from recsys_seq.spec import DataOptions, ModelSpec, data_options, model_spec, spec_values
+
+RECORD_KEY = "recsys_seq"
+RECORD_FORMAT = 1
+
+
+class CheckpointError(UserError):
+    """A checkpoint that cannot be used: unreadable, foreign, or inconsistent."""
+
+
+class VocabularyMismatch(CheckpointError):
+    """The checkpoint was trained on a different item vocabulary than the data."""
+
+
+@dataclass(frozen=True)
+class Restored:
+    """A checkpoint's model with its weights, and the options it was trained with."""
+
+    model: RankingModule
+    spec: ModelSpec
+    data: DataOptions
+
+
+class SpecRecord(L.Callback):
+    """Writes the project's record (model spec and data options) into every checkpoint."""
+
+    def __init__(self, spec: ModelSpec, data: DataOptions) -> None:
+        self.record = {
+            "format": RECORD_FORMAT,
+            "model": spec_values(spec),
+            "data": as_plain(data),
+        }
+
+    def on_save_checkpoint(self, trainer, pl_module, checkpoint: dict[str, Any]) -> None:
+        checkpoint[RECORD_KEY] = self.record
+
+
+def read(path: str | Path) -> dict[str, Any]:
+    """The checkpoint's contents (tensors and plain values), or :class:`CheckpointError`."""
+    path = Path(path)
+    if not path.exists():
+        raise CheckpointError(f"Checkpoint {path} does not exist.")
+    if not path.is_file():
+        raise CheckpointError(f"Checkpoint {path} is not a file (a .ckpt file is expected).")
+    try:
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as error:
+        raise CheckpointError(
+            f"Checkpoint {path} holds more than tensors and plain values, or is not a "
+            f"checkpoint at all ({_first_line(error)}); it was not loaded. Only load "
+            "checkpoints written by recsys-train."
+        ) from None
+    except Exception as error:  # noqa: BLE001 - corrupt bytes raise anything in the unpickler
+
+        raise CheckpointError(
+            f"Checkpoint {path} is not a readable checkpoint (truncated, corrupt or another "
+            f"kind of file: {_first_line(error)})."
+        ) from None
+    if not isinstance(checkpoint, dict):
+        raise CheckpointError(f"Checkpoint {path} is not a recsys-seq checkpoint.")
+    return checkpoint
+
+
+def _first_line(error: Exception) -> str:
+    lines = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {lines[0][:200]}" if lines else type(error).__name__
+
+
+def record(checkpoint: dict[str, Any], path: str | Path) -> tuple[ModelSpec, DataOptions]:
+    """The checked model spec and data options a checkpoint was trained with."""
+    entry = checkpoint.get(RECORD_KEY)
+    if not isinstance(entry, dict) or entry.get("format") != RECORD_FORMAT:
+        raise CheckpointError(
+            f"Checkpoint {path} has no recsys-seq record of format {RECORD_FORMAT} (written by "
+            "another program or an older recsys-seq); train the model again with recsys-train."
+        )
+    try:
+        return model_spec(entry.get("model"), "model"), data_options(entry.get("data") or {})
+    except UserError as error:
+        raise CheckpointError(f"Checkpoint {path} has an invalid record: {error}") from None
+
+
+def load(path: str | Path) -> Restored:
+    """Rebuild a checkpoint's model with its weights (in eval mode)."""
+    checkpoint = read(path)
+    spec, data = record(checkpoint, path)
+    weights = checkpoint.get("state_dict")
+    if not isinstance(weights, dict) or not all(
+        isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in weights.items()
+    ):
+        raise CheckpointError(f"Checkpoint {path} has no state_dict of named tensors.")
+    with torch.device("meta"):  # shapes only: a spec that does not fit allocates nothing
+        skeleton = build_model(spec)
+    expected = {k: v.shape for k, v in skeleton.state_dict().items()}
+    found = {k: v.shape for k, v in weights.items()}
+    if expected != found:
+        differing = sorted(set(expected) ^ set(found)) or sorted(
+            k for k in expected if expected[k] != found[k]
+        )
+        raise CheckpointError(
+            f"Checkpoint {path}: its weights do not fit its model spec (differing: "
+            f"{', '.join(differing[:5])}{', ...' if len(differing) > 5 else ''})."
+        )
+    model = build_model(spec)
+    model.load_state_dict(weights)
+    return Restored(model.eval(), spec, data)
+
+
+def check_same_items(spec: ModelSpec, fingerprint: str, data_path: Path, ckpt: Path) -> None:
+    """Refuse data whose item vocabulary differs from the one the model was trained on."""
+    if spec.item_fingerprint != fingerprint:
+        raise VocabularyMismatch(
+            f"{ckpt} was trained on items with fingerprint {spec.item_fingerprint[:12]}..., but "
+            f"{data_path} has {fingerprint[:12]}...: item indices would mean different items. "
+            "Use the dataset the model was trained on (or one prepared with the same items)."
+        )
+
+
+ARCHITECTURE = ("name", "encoder", "num_items", "embedding_dim", "side_features")
+
+
+def check_resume(path: str | Path, spec: ModelSpec, data_path: Path) -> None:
+    """Refuse to resume training from a checkpoint of other items or another architecture."""
+    restored = load(path)
+    check_same_items(restored.spec, spec.item_fingerprint, data_path, Path(path))
+    old, new = spec_values(restored.spec), spec_values(spec)
+    changed = [key for key in ARCHITECTURE if old[key] != new[key]]
+    if changed:
+        raise CheckpointError(
+            f"Cannot resume from {path}: its model differs in {', '.join(changed)} "
+            f"({'; '.join(f'{k}: {old[k]} vs {new[k]}' for k in changed)[:300]}). Resume with "
+            "the options it was trained with, or start a new run."
+        )

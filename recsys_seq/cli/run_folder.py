@@ -1,0 +1,27 @@
+"""A Hydra callback that checks the run folder before Hydra writes into it.
+
+Hydra creates ``hydra.run.dir`` and writes ``.hydra/`` and a log file there before the task
+starts, so the task's own check (:func:`data_prep.publish.claim_run_folder`) would come too
+late for ``hydra.run.dir=<a folder with the user's files>``. Registered in
+``conf/hydra/default.yaml``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig
+
+from data_prep.errors import UserError, exit_with
+from data_prep.publish import check_run_folder
+
+
+class RunFolderGuard(Callback):
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        if config.hydra.output_subdir is None:
+            return  # a command that writes one named output: Hydra writes nothing of its own
+        try:
+            check_run_folder(config.hydra.run.dir)
+        except UserError as error:  # Hydra would only warn about an exception from here
+            exit_with(None, error)
