@@ -18,6 +18,13 @@ USAGE_EXIT_CODE = 2
 Task = TypeVar("Task", bound=Callable)
 _TASK_STARTED: list[str] = []  # commands whose task function began (vs. Hydra's own errors)
 _COMMAND: list[str] = []  # the command run_command is running
+_CLEANUPS: list[Callable[[], None]] = []  # undo what was made for a run that is refused
+
+
+def on_user_error(cleanup: Callable[[], None]) -> None:
+    """Call ``cleanup`` if this command ends with a user error (e.g. remove the run folder
+    Hydra created for a run that never started)."""
+    _CLEANUPS.append(cleanup)
 
 
 class UserError(Exception):
@@ -64,6 +71,8 @@ def exit_with(command: str | None, error: BaseException) -> NoReturn:
     from places where an exception would be swallowed, such as Hydra's callbacks)."""
     name = command or (_COMMAND[0] if _COMMAND else "recsys-seq")
     print(f"{name}: error: {_paragraph(error)}", file=sys.stderr)
+    while _CLEANUPS:
+        _CLEANUPS.pop()()
     sys.exit(USAGE_EXIT_CODE)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
@@ -27,6 +28,19 @@ from data_prep.progress import quiet
 PAD_TOKEN = "<pad>"
 PREPARED_DATASET = "prepared_dataset"
 """The artifact kind of a prepared folder (see :mod:`data_prep.publish`)."""
+publish.register_folder_kind(
+    PREPARED_DATASET,
+    "|".join(
+        re.escape(name)
+        for name in (
+            schema.SEQUENCES_FILE,
+            schema.ITEMS_FILE,
+            schema.USERS_FILE,
+            schema.META_FILE,
+            schema.HISTOGRAM_FILE,
+        )
+    ),
+)
 
 DEFAULTS: dict[str, Any] = {
     "name": None,  # dataset name for titles; default: the output folder's name

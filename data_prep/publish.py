@@ -40,6 +40,7 @@ MARKER_FILE = ".recsys-seq.json"
 
 FileRecogniser = Callable[[Path], bool]
 _FILE_KINDS: dict[str, FileRecogniser] = {}
+_FOLDER_KINDS: dict[str, re.Pattern] = {}
 
 # errors of the output's file system that a user fixes (space, permissions, read-only mount)
 _OUTPUT_ERRNOS = {errno.ENOSPC, errno.EACCES, errno.EPERM, errno.EROFS, errno.EDQUOT}
@@ -57,6 +58,15 @@ def register_kind(kind: str, recognise: FileRecogniser) -> None:
     """Declare a file kind and how to tell an existing file of that kind written by the project
     (from its content: a metadata key, a header) from anybody else's file."""
     _FILE_KINDS[kind] = recognise
+
+
+def register_folder_kind(kind: str, names: str) -> None:
+    """Declare a folder kind and the names (a regular expression) its files may have.
+
+    A marker is a claim anybody can write: a folder is replaced only when every entry in it is
+    listed by its marker AND named like a file of its kind, so a planted marker never makes
+    the project delete a file it could not have written."""
+    _FOLDER_KINDS[kind] = re.compile(names)
 
 
 # ------------------------------------------------------------------------------ ownership
@@ -78,8 +88,12 @@ def owns_folder(folder: Path, kind: str) -> bool:
         return False
     if "files" not in marker:
         return True  # a folder that grows while it is used (a run folder)
+    names = _FOLDER_KINDS.get(kind)
     listed = set(marker["files"]) | {MARKER_FILE}
-    return all(entry.name in listed for entry in folder.iterdir())
+    return names is not None and all(
+        entry.name == MARKER_FILE or (entry.name in listed and names.fullmatch(entry.name))
+        for entry in folder.iterdir()
+    )
 
 
 def write_marker(folder: Path, kind: str) -> None:
@@ -355,6 +369,13 @@ def claim_run_folder(folder: str | Path) -> Path:
             tmp.write_text(json.dumps({"artifact": RUN}) + "\n")
             os.replace(tmp, folder / MARKER_FILE)
     return folder
+
+
+def discard_unclaimed_run_folder(folder: Path) -> None:
+    """Remove a run folder that holds only what Hydra wrote (the run never claimed it)."""
+    unclaimed = folder.is_dir() and read_marker(folder) is None
+    if unclaimed and all(_HYDRA_ENTRIES.match(e.name) for e in folder.iterdir()):
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def in_run_folder(path: Path) -> bool:

@@ -12,7 +12,8 @@ import pytest
 from data_prep import publish
 from data_prep.publish import MARKER_FILE, OutputRefused, publishing, recover
 
-KIND = "prepared_dataset"
+KIND = "test_folder"
+publish.register_folder_kind(KIND, r"data\.txt")
 FOLDER_STEPS = ("written", "marked", "moved_old", "moved_new", "removed_old")
 FILE_STEPS = ("written", "replaced")
 
@@ -61,6 +62,16 @@ def test_own_folder_is_replaced_whole(tmp_path):
         pytest.param(
             lambda p: (p.mkdir(), (p / MARKER_FILE).write_text("not json")), id="broken-marker"
         ),
+        pytest.param(
+            lambda p: (
+                p.mkdir(),
+                (p / "thesis.tex").write_text("years of work"),
+                (p / MARKER_FILE).write_text(
+                    json.dumps({"artifact": KIND, "files": ["thesis.tex"]})
+                ),
+            ),
+            id="planted-marker-listing-a-user-file",
+        ),
         pytest.param(lambda p: p.symlink_to(p.parent), id="a-symlink"),
     ],
 )
@@ -73,6 +84,24 @@ def test_anything_not_ours_is_refused_and_left_untouched(tmp_path, make):
     if before is not None:
         assert snapshot(tmp_path) == before
     assert not [p for p in tmp_path.iterdir() if ".tmp-" in p.name]
+
+
+def test_a_planted_prepared_dataset_marker_cannot_claim_other_files(tmp_path):
+    from data_prep import prepare
+    from data_prep.prep import PREPARED_DATASET
+
+    (tmp_path / "log.csv").write_text(
+        "user_id,item_id,timestamp\n"
+        + "".join(f"{u},{i},{i}\n" for u in range(3) for i in range(4))
+    )
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "Documents").write_text("everything")
+    marker = {"artifact": PREPARED_DATASET, "files": ["Documents"]}
+    (home / MARKER_FILE).write_text(json.dumps(marker))
+    with pytest.raises(OutputRefused, match="left untouched"):
+        prepare({"input": tmp_path / "log.csv", "output": home})
+    assert (home / "Documents").read_text() == "everything"
 
 
 def test_an_empty_folder_may_be_filled(tmp_path):
@@ -147,7 +176,8 @@ step, target, folder = sys.argv[1], Path(sys.argv[2]), sys.argv[3] == "folder"
 publish._after = lambda name: os._exit(9) if name == step else None
 publish.register_kind("test_note", lambda p: p.read_text().startswith("NOTE"))
 if folder:
-    with publish.publishing(target, "prepared_dataset", folder=True) as tmp:
+    publish.register_folder_kind("test_folder", r"data\.txt")
+    with publish.publishing(target, "test_folder", folder=True) as tmp:
         (tmp / "data.txt").write_text("new")
 else:
     publish.write_text(target, "NOTE new", "test_note")
@@ -247,3 +277,24 @@ def test_a_full_disk_during_prep_names_the_output_not_the_input(tmp_path, monkey
     with pytest.raises(OutputRefused, match=r"Could not write the output .*out: .*No space"):
         prepare({"input": tmp_path / "log.csv", "output": tmp_path / "out"})
     assert sorted(p.name for p in tmp_path.iterdir()) == ["log.csv"]
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["recsys-train", "data.path=no_such_folder"],
+        ["recsys-train", "data.batch_size=0"],
+        ["recsys-eval", "ckpt_path=no_such.ckpt"],
+    ],
+    ids=["train-missing-data", "train-bad-option", "eval-missing-checkpoint"],
+)
+def test_a_refused_run_leaves_no_run_folder(tmp_path, command):
+    bin_dir = Path(sys.executable).parent
+    done = subprocess.run(
+        [str(bin_dir / command[0]), *command[1:]], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith(f"{command[0]}: error: ")
+    runs = list(tmp_path.glob("outputs/*/runs/*"))
+    assert runs == [], runs
+    assert not (tmp_path / "no_such_folder").exists()

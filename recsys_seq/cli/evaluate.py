@@ -81,8 +81,8 @@ def evaluate(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, Any]]:
 @hydra.main(version_base="1.3", config_path=runs.CONF_DIR, config_name="eval")
 @exit_on_user_error("recsys-eval")
 def _main(cfg: DictConfig) -> None:
-    run_dir = claim_run_folder(cfg.paths.output_dir)
     metrics, objects = evaluate(cfg)
+    run_dir = claim_run_folder(cfg.paths.output_dir)
     path = runs.write_results(run_dir, metrics, cfg)
     runs.print_results(metrics, model_name=objects["spec"].name)
     print(f"Results: {path}")

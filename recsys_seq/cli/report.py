@@ -49,11 +49,14 @@ import yaml  # noqa: E402
 
 from data_prep import schema  # noqa: E402
 from data_prep.errors import UserError, exit_on_user_error  # noqa: E402
-from data_prep.publish import publishing  # noqa: E402
+from data_prep.publish import publishing, register_folder_kind  # noqa: E402
 from recsys_seq.cli.runs import CONFIG_FILE, METRICS_FILE  # noqa: E402
 
 REPORT_DIR = "report"
 REPORT = "report"  # the artifact kind (data_prep.publish)
+register_folder_kind(
+    REPORT, r"report\.(csv|md)|metrics\.png|val_curves\.png|length_histogram_.+\.png"
+)
 REPORT_CSV = "report.csv"
 HYDRA_FILE = ".hydra/hydra.yaml"
 OVERRIDES_FILE = ".hydra/overrides.yaml"

@@ -18,7 +18,7 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from omegaconf import DictConfig
 
 from data_prep.errors import exit_on_user_error, run_command
-from data_prep.publish import claim_run_folder, output_errors
+from data_prep.publish import check_run_folder, claim_run_folder, output_errors
 from recsys_seq.checkpoint import SpecRecord, check_resume
 from recsys_seq.cli import runs
 from recsys_seq.data import SequenceDataModule
@@ -71,7 +71,7 @@ def train(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, Any]]:
     data = data_options(runs.plain(cfg.data))
     model_values = runs.model_values(cfg.model)
     check_trainer(runs.plain(cfg.trainer))
-    run_dir = claim_run_folder(cfg.paths.output_dir)
+    run_dir = check_run_folder(cfg.paths.output_dir)
     datamodule = runs.build_datamodule(data)
     spec = runs.spec_for_data(model_values, datamodule)
     runs.check_max_len(spec, data.max_len)
@@ -79,6 +79,7 @@ def train(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, Any]]:
     resume = resolve_resume(cfg.get("ckpt_path"), run_dir)
     if resume is not None:
         check_resume(resume, spec, datamodule.path)
+    claim_run_folder(run_dir)  # everything checked: the run starts writing here
     L.seed_everything(cfg.seed, workers=True)  # checks first: nothing printed before an error
     model = build_model(spec)
     callbacks = runs.instantiate_group(cfg.get("callbacks"))

@@ -72,8 +72,8 @@ def check_prepared(path: Path) -> tuple[dict[str, Any], pl.DataFrame]:
         )
     if not (path / schema.META_FILE).is_file():
         raise PreparedDataError(
-            f"{path} is not a prepared dataset: it has no {schema.META_FILE}. Make one with "
-            f"`{MAKE_ONE.format(folder=path)}`."
+            f"{path} is not a prepared dataset: it has no {schema.META_FILE}. Make one in a new "
+            f"folder with `{MAKE_ONE.format(folder='<new folder>')}` and pass that folder."
         )
     meta = check_meta(path / schema.META_FILE)
     check_items(path / schema.ITEMS_FILE, meta)
