@@ -69,6 +69,9 @@ def head_bytes(path: Path) -> bytes:
 def check_file(path: Path, fmt: Mapping[str, Any]) -> None:
     """Raise :class:`PrepError` for a file the format's reader cannot sensibly read."""
     name = fmt.get("name", "?")
+    if path.exists() and not path.is_file():
+        what = "a folder" if path.is_dir() else "not a regular file (a device, pipe or socket)"
+        raise PrepError(f"Input {path} is {what}; give the {name} log file itself.")
     if not path.is_file():
         raise PrepError(f"Input file not found: {path} (format {name!r}).")
     if path.stat().st_size == 0:

@@ -149,6 +149,11 @@ def read_id_list(path: str | Path, what: str = "user") -> list[str]:
     path = Path(path)
     if path.is_dir():
         raise PrepError(f"{path} is a directory; give a file with one {what} id per line.")
+    if path.exists() and not path.is_file():
+        raise PrepError(
+            f"{what.capitalize()} id file {path} is not a regular file (a device, pipe or "
+            f"socket); give a text file with one {what} id per line."
+        )
     if not path.is_file():
         raise PrepError(f"{what.capitalize()} id file {path} does not exist.")
     data = path.read_bytes()

@@ -43,7 +43,16 @@ _FILE_KINDS: dict[str, FileRecogniser] = {}
 _FOLDER_KINDS: dict[str, re.Pattern] = {}
 
 # errors of the output's file system that a user fixes (space, permissions, read-only mount)
-_OUTPUT_ERRNOS = {errno.ENOSPC, errno.EACCES, errno.EPERM, errno.EROFS, errno.EDQUOT}
+_OUTPUT_ERRNOS = {
+    errno.ENOSPC,
+    errno.EACCES,
+    errno.EPERM,
+    errno.EROFS,
+    errno.EDQUOT,
+    errno.ENAMETOOLONG,
+}
+_NAME_MAX = 255  # bytes in one file name on common file systems
+_TEMPORARY_EXTRA = 64  # what a temporary sibling's name adds: ".", ".tmp-<host>-<pid>-<hex>"
 
 
 class OutputRefused(UserError):
@@ -86,11 +95,12 @@ def owns_folder(folder: Path, kind: str) -> bool:
     marker = read_marker(folder)
     if marker is None or marker.get("artifact") != kind:
         return False
-    if "files" not in marker:
-        return True  # a folder that grows while it is used (a run folder)
     names = _FOLDER_KINDS.get(kind)
-    listed = set(marker["files"]) | {MARKER_FILE}
-    return names is not None and all(
+    files = marker.get("files")
+    if names is None or not isinstance(files, list) or not all(isinstance(f, str) for f in files):
+        return False
+    listed = set(files) | {MARKER_FILE}
+    return all(
         entry.name == MARKER_FILE or (entry.name in listed and names.fullmatch(entry.name))
         for entry in folder.iterdir()
     )
@@ -130,6 +140,11 @@ def _check_location(
     """Refuse the working directory, a folder above it, an input and a folder holding one."""
     target = Path(os.path.abspath(target))
     what = "folder" if folder else "file"
+    if len(os.fsencode(target.name)) + _TEMPORARY_EXTRA > _NAME_MAX:
+        raise OutputRefused(
+            f"Output name {target.name[:40]}... is too long ({len(target.name)} characters; "
+            f"at most {_NAME_MAX - _TEMPORARY_EXTRA}). Name a shorter output {what}."
+        )
     if _is_within(Path.cwd().resolve(), target.resolve()):
         raise OutputRefused(
             f"Output {target} is the working directory or a folder above it; publishing there "
@@ -226,10 +241,13 @@ def recover(target: str | Path) -> None:
     for entry, match in sorted(leftovers, key=lambda pair: pair[1]["role"] != "old"):
         if not _dead(match["host"], int(match["pid"])):
             continue
-        if match["role"] == "old" and not target.exists() and not target.is_symlink():
-            os.rename(entry, target)  # the previous output, back in place
-        else:
-            _remove(entry)
+        try:
+            if match["role"] == "old" and not target.exists() and not target.is_symlink():
+                os.rename(entry, target)  # the previous output, back in place
+            else:
+                _remove(entry)
+        except OSError:  # a read-only location: readers go on, the next writer reports it
+            return
 
 
 # ------------------------------------------------------------------------------ publishing
@@ -287,8 +305,9 @@ def publishing(
     """
     inputs = list(inputs)
     target = Path(os.path.abspath(target))
-    recover(target)
-    check_target(target, kind, folder=folder, inputs=inputs)
+    with output_errors(target):
+        recover(target)
+        check_target(target, kind, folder=folder, inputs=inputs)
     tag = _tag()
     tmp = target.parent / f".{target.name}.tmp-{tag}{'' if folder else target.suffix}"
     with output_errors(target):
@@ -303,23 +322,54 @@ def publishing(
                 _after("marked")
             if keep_existing is not None and target.exists() and keep_existing(target):
                 return
+            ours = target.exists()  # seen before the check: ours only if the check passes
             check_target(target, kind, folder=folder, inputs=inputs)  # changed meanwhile?
             if folder:
-                _swap_folder(tmp, target, target.parent / f".{target.name}.old-{tag}")
+                _swap_folder(tmp, target, target.parent / f".{target.name}.old-{tag}", ours)
             else:
-                os.replace(tmp, target)
+                _place_file(tmp, target, ours)
                 _after("replaced")
         finally:
             if tmp.exists():
                 _remove(tmp)
 
 
-def _swap_folder(tmp: Path, target: Path, old: Path) -> None:
-    """Rename ``tmp`` onto ``target``, moving an existing ``target`` aside first."""
-    if target.exists():
+def _changed_meanwhile(target: Path) -> OutputRefused:
+    return OutputRefused(
+        f"Output {target} appeared while it was being written (another program?); it is left "
+        "untouched and nothing was published. Run the command again."
+    )
+
+
+def _place_file(tmp: Path, target: Path, ours: bool) -> None:
+    """Move ``tmp`` to ``target``: replacing it only when it was checked to be ours, else
+    with a hard link that fails if somebody created ``target`` since the check."""
+    if ours:
+        os.replace(tmp, target)
+        return
+    try:
+        os.link(tmp, target)
+    except FileExistsError:
+        raise _changed_meanwhile(target) from None
+    except OSError:  # a file system without hard links: the plain rename
+        os.rename(tmp, target)
+        return
+    tmp.unlink()
+
+
+def _swap_folder(tmp: Path, target: Path, old: Path, ours: bool) -> None:
+    """Rename ``tmp`` onto ``target``, moving our existing ``target`` aside first. With no
+    previous output, the rename fails on anything created at ``target`` since the check
+    (but an empty folder, which loses nothing)."""
+    if ours:
         os.rename(target, old)
         _after("moved_old")
-    os.rename(tmp, target)
+    try:
+        os.rename(tmp, target)
+    except OSError as error:
+        if error.errno in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR, errno.EISDIR):
+            raise _changed_meanwhile(target) from None
+        raise
     _after("moved_new")
     if old.exists():
         shutil.rmtree(old)
@@ -338,19 +388,25 @@ def write_text(target: str | Path, text: str, kind: str) -> Path:
 RUN = "run"
 # what Hydra itself puts into a run folder before the project's code starts
 _HYDRA_ENTRIES = re.compile(r"^(\.hydra|[^/]+\.log)$")
+# everything a run writes: Hydra's files, checkpoints, loggers, results, temporaries
+_RUN_ENTRIES = re.compile(
+    r"^(\.hydra|[^/]+\.log|checkpoints|csv|tensorboard|mlflow|metrics\.json|config\.yaml|"
+    r"report|recommendations\.parquet|model\.pt2|\.recsys-seq\.json|\..+\.tmp-.+)$"
+)
 
 
-def check_run_folder(folder: str | Path) -> Path:
+def check_run_folder(folder: str | Path, inputs: Iterable[str | Path] = ()) -> Path:
     """The absolute run folder if the project may use it: new, empty, holding only what Hydra
-    writes for a run, or already marked as a run folder; else :class:`OutputRefused`."""
-    folder = Path(os.path.abspath(folder))
-    marker = read_marker(folder) if folder.is_dir() else None
-    if marker is not None and marker.get("artifact") == RUN:
-        return folder
-    _check_location(folder, RUN, True, ())
+    writes for a run, or a marked run folder holding only what runs write; never the working
+    directory, an input or inside an input folder. Else :class:`OutputRefused`."""
+    folder = _check_location(folder, RUN, True, inputs)
     if folder.exists() and not folder.is_dir():
         raise OutputRefused(f"Run folder {folder} is a file; pick a new folder.")
-    if folder.is_dir() and not all(_HYDRA_ENTRIES.match(e.name) for e in folder.iterdir()):
+    marker = read_marker(folder) if folder.is_dir() else None
+    allowed = (
+        _RUN_ENTRIES if marker is not None and marker.get("artifact") == RUN else _HYDRA_ENTRIES
+    )
+    if folder.is_dir() and not all(allowed.match(e.name) for e in folder.iterdir()):
         raise OutputRefused(
             f"Run folder {folder} already holds files that recsys-seq did not write; they are "
             "left untouched. Pick a new folder with hydra.run.dir=<folder>."
@@ -358,10 +414,10 @@ def check_run_folder(folder: str | Path) -> Path:
     return folder
 
 
-def claim_run_folder(folder: str | Path) -> Path:
+def claim_run_folder(folder: str | Path, inputs: Iterable[str | Path] = ()) -> Path:
     """Make ``folder`` a run folder of the project (checkpoints, metrics, logs grow in it):
     :func:`check_run_folder`, then the marker."""
-    folder = check_run_folder(folder)
+    folder = check_run_folder(folder, inputs)
     if read_marker(folder) is None:
         with output_errors(folder):
             folder.mkdir(parents=True, exist_ok=True)

@@ -76,6 +76,21 @@ def _key(where: str, name: str) -> str:
     return f"{where}.{name}" if where else name
 
 
+def checked_arguments(
+    function: typing.Callable, values: Mapping[str, Any], where: str
+) -> dict[str, Any]:
+    """``values`` checked against ``function``'s annotated keyword parameters (for commands
+    whose options are a function's arguments, like the benchmarks)."""
+    hints = typing.get_type_hints(function)
+    hints.pop("return", None)
+    unknown = [str(k) for k in values if k not in hints]
+    if unknown:
+        raise OptionError(
+            f"Unknown option(s) {', '.join(unknown)}; {where} takes: {', '.join(hints)}."
+        )
+    return {name: _value(hints[name], value, name) for name, value in values.items()}
+
+
 def as_plain(options: Any) -> dict[str, Any]:
     """The options as plain, JSON-like values (what a checkpoint stores)."""
     return dataclasses.asdict(options)

@@ -242,19 +242,19 @@ class TrainerOptions:
     devices: int | Literal["auto"] | list[int] = 1
     num_nodes: int = option(1, min=1)
     strategy: str = "auto"
-    precision: (
-        Literal[
-            "32-true",
-            "32",
-            "16-mixed",
-            "bf16-mixed",
-            "bf16-true",
-            "16-true",
-            "64-true",
-            "transformer-engine",
-        ]
-        | int
-    ) = "32-true"
+    precision: Literal[
+        "64-true",
+        "64",
+        "32-true",
+        "32",
+        "16-mixed",
+        "bf16-mixed",
+        "bf16-true",
+        "16-true",
+        64,
+        32,
+        16,
+    ] = "32-true"
     min_epochs: int | None = option(None, min=0)
     max_epochs: int = option(20, min=1)
     max_steps: int = option(-1, min=-1)
@@ -284,7 +284,7 @@ def check_trainer(values: Mapping[str, Any]) -> None:
         )
     known = {f for f in TrainerOptions.__dataclass_fields__}
     options = checked(TrainerOptions, {k: v for k, v in values.items() if k in known}, "trainer")
-    if isinstance(options.devices, int) and options.devices < 1:
+    if options.devices == [] or (isinstance(options.devices, int) and options.devices < 1):
         raise OptionError(f"trainer.devices must be >= 1, 'auto' or a list, got {options.devices}.")
     for stage in ("train", "val", "test"):
         limit = getattr(options, f"limit_{stage}_batches")

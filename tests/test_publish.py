@@ -298,3 +298,67 @@ def test_a_refused_run_leaves_no_run_folder(tmp_path, command):
     runs = list(tmp_path.glob("outputs/*/runs/*"))
     assert runs == [], runs
     assert not (tmp_path / "no_such_folder").exists()
+
+
+def test_a_planted_marker_without_a_file_list_claims_nothing(tmp_path):
+    user = tmp_path / "out"
+    user.mkdir()
+    (user / "thesis.docx").write_text("precious")
+    for marker in (
+        {"artifact": KIND},
+        {"artifact": KIND, "files": 5},
+        {"artifact": KIND, "files": "ab"},
+    ):
+        (user / MARKER_FILE).write_text(json.dumps(marker))
+        with pytest.raises(OutputRefused, match="left untouched"):
+            publish_folder(user, "new")
+        assert (user / "thesis.docx").read_text() == "precious"
+
+
+def test_a_planted_run_marker_does_not_make_a_users_folder_a_run_folder(tmp_path):
+    user = tmp_path / "mine"
+    user.mkdir()
+    (user / "thesis.docx").write_text("precious")
+    (user / MARKER_FILE).write_text(json.dumps({"artifact": publish.RUN}))
+    with pytest.raises(OutputRefused, match="did not write"):
+        publish.claim_run_folder(user)
+    data = tmp_path / "data"
+    data.mkdir()
+    with pytest.raises(OutputRefused, match="inside the input folder"):
+        publish.claim_run_folder(data / "run", inputs=[data])
+    assert list(data.iterdir()) == []
+
+
+@pytest.mark.parametrize("folder", [False, True], ids=["file", "folder"])
+def test_a_target_created_after_the_last_check_is_never_replaced(tmp_path, monkeypatch, folder):
+    target = tmp_path / ("out" if folder else "note.txt")
+    checks = []
+    real_check = publish.check_target
+
+    def check_then_race(*args, **kwargs):
+        checked = real_check(*args, **kwargs)
+        checks.append(1)
+        if len(checks) == 2:  # the last check passed; now somebody creates the target
+            if folder:
+                target.mkdir()
+                (target / "theirs.txt").write_text("theirs")
+            else:
+                target.write_text("theirs")
+        return checked
+
+    monkeypatch.setattr(publish, "check_target", check_then_race)
+    publish.register_kind("test_note", lambda p: p.read_text().startswith("NOTE"))
+    with pytest.raises(OutputRefused, match="appeared while"):
+        if folder:
+            publish_folder(target, "ours")
+        else:
+            publish.write_text(target, "NOTE ours", "test_note")
+    theirs = (target / "theirs.txt") if folder else target
+    assert theirs.read_text() == "theirs"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [target.name]
+
+
+def test_an_output_name_too_long_for_its_temporary_is_refused_up_front(tmp_path):
+    with pytest.raises(OutputRefused, match="too long"):
+        publish_folder(tmp_path / ("a" * 240), "x")
+    assert list(tmp_path.iterdir()) == []

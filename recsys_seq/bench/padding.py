@@ -26,6 +26,7 @@ from pathlib import Path
 import torch
 from torch.utils.data import BatchSampler, DataLoader, RandomSampler
 
+from data_prep.errors import UserError
 from recsys_seq.bench.report import print_rows, write_rows
 from recsys_seq.data import (
     BucketBatchSampler,
@@ -132,6 +133,12 @@ def run(
 ) -> list[dict]:
     """Run the benchmark; ``datasets`` is a comma-separated subset of the shared names."""
     wanted = set(datasets.split(",")) if datasets else None
+    unknown = sorted((wanted or set()) - {d.name for d in SHARED_DATASETS})
+    if unknown:
+        raise UserError(
+            f"Unknown dataset(s) {', '.join(unknown)}; known: "
+            f"{', '.join(d.name for d in SHARED_DATASETS)}."
+        )
     rows: list[dict] = []
     for dataset in SHARED_DATASETS:
         if wanted and dataset.name not in wanted:

@@ -12,44 +12,43 @@ from omegaconf import OmegaConf
 
 from data_prep.errors import USAGE_EXIT_CODE, UserError
 from data_prep.publish import BENCHMARK, check_target
+from recsys_seq.options import checked_arguments
 
 
-def _padding(options: dict) -> None:
+def _padding():
     from recsys_seq.bench.padding import run
 
-    run(**options)
+    return run
 
 
-def _throughput(options: dict) -> None:
+def _throughput():
     from recsys_seq.bench.throughput import run
 
-    run(**options)
+    return run
 
 
-def _prep(options: dict) -> None:
+def _prep():
     from data_prep.bench import run_prep_benchmark
 
-    run_prep_benchmark(**options)
+    return run_prep_benchmark
 
 
 TASKS = {"padding": _padding, "throughput": _throughput, "prep": _prep}
+"""Task name -> the function it runs (imported on demand: each pulls in different libraries)."""
 
 
 def run_task(args: list[str]) -> None:
     if not args or args[0] not in TASKS:
         raise UserError(f"usage: recsys-bench {{{','.join(TASKS)}}} [key=value ...]")
     try:
-        options = OmegaConf.to_container(OmegaConf.from_dotlist(args[1:]))
+        values = OmegaConf.to_container(OmegaConf.from_dotlist(args[1:]))
     except Exception as error:  # noqa: BLE001 - OmegaConf's grammar errors have many types
         raise UserError(f"options must be key=value pairs: {error}") from None
+    task = TASKS[args[0]]()
+    options = checked_arguments(task, values, f"recsys-bench {args[0]}")
     if options.get("output") is not None:
         check_target(options["output"], BENCHMARK, folder=False)  # before hours of work
-    try:
-        TASKS[args[0]](options)
-    except TypeError as error:
-        if "unexpected keyword argument" not in str(error):
-            raise
-        raise UserError(f"recsys-bench {args[0]}: {error}") from None
+    task(**options)
 
 
 def main(argv: list[str] | None = None) -> None:

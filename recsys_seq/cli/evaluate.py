@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import hydra
-from hydra.utils import instantiate
 from omegaconf import DictConfig
 
 from data_prep.errors import exit_on_user_error, run_command
@@ -68,9 +67,11 @@ def evaluate(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, Any]]:
     model, datamodule, spec = restore(options.ckpt_path, cfg.get("data"))
     if options.exclude_history is not None:
         model.exclude_history = options.exclude_history
-    trainer = instantiate(cfg.trainer, logger=False, enable_checkpointing=False)
+    trainer = runs.build_trainer(cfg.trainer, logger=False, enable_checkpointing=False)
     metrics: dict[str, Any] = {}
-    for result in trainer.test(model, datamodule=datamodule, verbose=False):
+    with runs.trainer_errors():
+        tested = trainer.test(model, datamodule=datamodule, verbose=False)
+    for result in tested:
         metrics.update(runs.to_floats(result))
     if options.baselines:
         metrics.update(runs.popularity_metrics(datamodule, list(spec.ks), model.exclude_history))
@@ -82,7 +83,7 @@ def evaluate(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, Any]]:
 @exit_on_user_error("recsys-eval")
 def _main(cfg: DictConfig) -> None:
     metrics, objects = evaluate(cfg)
-    run_dir = claim_run_folder(cfg.paths.output_dir)
+    run_dir = claim_run_folder(cfg.paths.output_dir, inputs=[objects["datamodule"].path])
     path = runs.write_results(run_dir, metrics, cfg)
     runs.print_results(metrics, model_name=objects["spec"].name)
     print(f"Results: {path}")

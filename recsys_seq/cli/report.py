@@ -36,7 +36,7 @@ import os
 import sys
 import textwrap
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import matplotlib
@@ -264,7 +264,7 @@ def load_run(run: Path, root: Path) -> Run:
     overrides = (load_yaml(run, OVERRIDES_FILE) if (run / OVERRIDES_FILE).exists() else None) or []
     if not isinstance(overrides, list) or not all(isinstance(o, str) for o in overrides):
         raise UnreadableRun(f"{OVERRIDES_FILE} is not a list of strings")
-    data_path = lookup(config, "data", "path")
+    data_path = lookup(config, "data", "path") or _source_path(config)
     relative = run.relative_to(root)
     return Run(
         path=run,
@@ -276,6 +276,28 @@ def load_run(run: Path, root: Path) -> Run:
         metrics=metrics,
         curve=read_curve(run),
     )
+
+
+def _source_path(config: dict) -> str | None:
+    """Where ``data=demo`` / ``data=<shared>`` runs read their data: ``cache_dir/source``."""
+    cache, source = lookup(config, "data", "cache_dir"), lookup(config, "data", "source")
+    if isinstance(cache, str) and isinstance(source, str):
+        return str(Path(cache) / source)
+    return None
+
+
+def _distinct_dataset_names(runs: list[Run]) -> list[Run]:
+    """Runs on different data folders that share a folder name (``A/p``, ``B/p``) are told
+    apart by their parent folder, so no panel, baseline or histogram mixes two datasets."""
+    folders: dict[str, set] = {}
+    for run in runs:
+        folders.setdefault(run.dataset, set()).add(run.data_path)
+    return [
+        replace(run, dataset=f"{run.data_path.parent.name}/{run.dataset}")
+        if len(folders[run.dataset]) > 1 and run.data_path is not None
+        else run
+        for run in runs
+    ]
 
 
 def load_runs(folder: Path) -> list[Run]:
@@ -306,7 +328,7 @@ def load_runs(folder: Path) -> list[Run]:
             "with its reason above); check that they are complete recsys-train / recsys-eval "
             "runs, or run those again."
         )
-    return runs
+    return _distinct_dataset_names(runs)
 
 
 def table(runs: Sequence[Run]) -> pl.DataFrame:
@@ -453,7 +475,7 @@ def copy_histograms(runs: Sequence[Run], folder: Path) -> list[Path]:
         except OSError as error:
             print(f"no length histogram for dataset {dataset} ({source}: {error.strerror})")
             continue
-        target = folder / f"length_histogram_{dataset}.png"
+        target = folder / f"length_histogram_{dataset.replace('/', '_')}.png"
         target.write_bytes(image)
         copied.append(target)
     return copied

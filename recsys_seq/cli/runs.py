@@ -7,12 +7,15 @@ import dataclasses
 import json
 import logging
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import torch
+from hydra.errors import InstantiationException
 from hydra.utils import instantiate
+from lightning.fabric.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
@@ -57,6 +60,29 @@ def instantiate_group(group: DictConfig | None) -> list[Any]:
     Only for the run's own composed config (the project's conf/ and the user's overrides),
     never for anything read from a checkpoint or a prepared folder."""
     return [instantiate(c) for c in (group or {}).values() if c is not None]
+
+
+def build_trainer(trainer_cfg: DictConfig, **kwargs: Any) -> Any:
+    """The Lightning Trainer of the run's own config; options Lightning refuses (no GPU for
+    ``accelerator=gpu``, an unknown strategy) are reported as the option errors they are."""
+    with trainer_errors():
+        try:
+            return instantiate(trainer_cfg, **kwargs)
+        except InstantiationException as error:
+            cause = error.__cause__ or error
+            if isinstance(cause, (MisconfigurationException, ValueError, TypeError, ImportError)):
+                raise OptionError(f"The trainer options do not work here: {cause}") from None
+            raise
+
+
+@contextmanager
+def trainer_errors() -> Iterator[None]:
+    """Lightning's own verdict on a configuration (MisconfigurationException) as an option
+    error, e.g. ``trainer.limit_train_batches`` so small that no batch is left."""
+    try:
+        yield
+    except MisconfigurationException as error:
+        raise OptionError(f"The trainer options do not work here: {error}") from None
 
 
 def plain(section: DictConfig | Mapping | None) -> dict[str, Any]:

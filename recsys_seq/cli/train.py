@@ -13,7 +13,6 @@ from typing import Any
 
 import hydra
 import lightning as L
-from hydra.utils import instantiate
 from lightning.pytorch.callbacks import ModelCheckpoint
 from omegaconf import DictConfig
 
@@ -73,22 +72,23 @@ def train(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, Any]]:
     check_trainer(runs.plain(cfg.trainer))
     run_dir = check_run_folder(cfg.paths.output_dir)
     datamodule = runs.build_datamodule(data)
+    check_run_folder(run_dir, inputs=[datamodule.path])  # never inside the data
     spec = runs.spec_for_data(model_values, datamodule)
     runs.check_max_len(spec, data.max_len)
     check_windows(datamodule)
     resume = resolve_resume(cfg.get("ckpt_path"), run_dir)
     if resume is not None:
         check_resume(resume, spec, datamodule.path)
-    claim_run_folder(run_dir)  # everything checked: the run starts writing here
-    L.seed_everything(cfg.seed, workers=True)  # checks first: nothing printed before an error
-    model = build_model(spec)
     callbacks = runs.instantiate_group(cfg.get("callbacks"))
     callbacks.append(SpecRecord(spec, runs.data_record(datamodule, data)))
-    trainer: L.Trainer = instantiate(
+    trainer = runs.build_trainer(
         cfg.trainer, callbacks=callbacks, logger=runs.instantiate_group(cfg.get("logger"))
     )
+    L.seed_everything(cfg.seed, workers=True)  # checks first: nothing printed before an error
+    model = build_model(spec)
+    claim_run_folder(run_dir, inputs=[datamodule.path])  # all checked: the run writes here
     started = time.perf_counter()
-    with output_errors(run_dir):  # checkpoints and logs: a full disk names the run folder
+    with output_errors(run_dir), runs.trainer_errors():  # a full disk names the run folder
         trainer.fit(model, datamodule=datamodule, ckpt_path=resume, weights_only=True)
     fit_time = {"fit/seconds": time.perf_counter() - started, "fit/epochs": trainer.current_epoch}
     checkpoint = next(
