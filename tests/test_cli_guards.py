@@ -9,17 +9,9 @@ import pytest
 
 from data_prep.demo import prepare_demo
 from recsys_seq.cli.report import Run, _distinct_dataset_names
+from tests.test_cli_hostile import FAST as SHORT
 
 BIN = Path(sys.executable).parent
-SHORT = [
-    "trainer.max_epochs=1",
-    "trainer.limit_train_batches=2",
-    "trainer.limit_val_batches=1",
-    "trainer.limit_test_batches=1",
-    "baselines=false",
-    "callbacks.progress_bar=null",
-    "callbacks.model_summary=null",
-]
 
 
 @pytest.fixture(scope="module")
