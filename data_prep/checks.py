@@ -422,20 +422,26 @@ def _locate_bad_value(path: Path, fmt: Mapping[str, Any]) -> str | None:
             if col is None or col not in inferred or not inferred[col].is_numeric():
                 continue
             cast = pl.col(col).str.strip_chars().cast(inferred[col], strict=False)
-            bad = (
-                text.filter(cast.is_null() & pl.col(col).is_not_null())
-                .select(ROW, col)
-                .head(1)
-                .collect()
-            )
-            if bad.height:
-                return (
-                    f"{where(bad[ROW].item(), path, fmt)}, column {col!r}: value "
-                    f"{bad[col].item()!r} is not a number like the rows before it."
-                )
+            found = _first_uncast(text, col, cast, path, fmt, "a number")
+            if found:
+                return found
     except pl.exceptions.PolarsError:
         return None
     return None
+
+
+def _first_uncast(
+    text: pl.LazyFrame, col: str, cast: pl.Expr, path: Path, fmt: Mapping[str, Any], kind: str
+) -> str | None:
+    """Where the first value of ``col`` that ``cast`` turns into null is, as a message."""
+    bad = text.filter(cast.is_null() & pl.col(col).is_not_null()).select(ROW, col).head(1)
+    bad = bad.collect()
+    if not bad.height:
+        return None
+    return (
+        f"{where(bad[ROW].item(), path, fmt)}, column {col!r}: value {bad[col].item()!r} is "
+        f"not {kind} like the rows before it."
+    )
 
 
 def _locate_text_field(path: Path, fmt: Mapping[str, Any]) -> str | None:
@@ -446,13 +452,10 @@ def _locate_text_field(path: Path, fmt: Mapping[str, Any]) -> str | None:
         names = text.collect_schema().names()
         text = text.with_row_index(ROW)
         for col in int_columns(text, names):
-            failed = pl.col(col).cast(pl.Int64, strict=False).is_null() & pl.col(col).is_not_null()
-            bad = text.filter(failed).select(ROW, col).head(1).collect()
-            if bad.height:
-                return (
-                    f"{where(bad[ROW].item(), path, fmt)}, column {col!r}: value "
-                    f"{bad[col].item()!r} is not an integer like the rows before it."
-                )
+            cast = pl.col(col).cast(pl.Int64, strict=False)
+            found = _first_uncast(text, col, cast, path, fmt, "an integer")
+            if found:
+                return found
     except pl.exceptions.PolarsError:
         return None
     return None

@@ -56,17 +56,17 @@ class Restored:
 
 
 class SpecRecord(L.Callback):
-    """Writes the project's record (model spec and data options) into every checkpoint."""
+    """Writes the project's record (the model's spec, the data options) into every checkpoint."""
 
-    def __init__(self, spec: ModelSpec, data: DataOptions) -> None:
-        self.record = {
-            "format": RECORD_FORMAT,
-            "model": spec_values(spec),
-            "data": as_plain(data),
-        }
+    def __init__(self, data: DataOptions) -> None:
+        self.data = as_plain(data)
 
     def on_save_checkpoint(self, trainer, pl_module, checkpoint: dict[str, Any]) -> None:
-        checkpoint[RECORD_KEY] = self.record
+        checkpoint[RECORD_KEY] = {
+            "format": RECORD_FORMAT,
+            "model": spec_values(pl_module.spec),
+            "data": self.data,
+        }
 
 
 def read(path: str | Path) -> dict[str, Any]:
@@ -85,7 +85,6 @@ def read(path: str | Path) -> dict[str, Any]:
             "checkpoints written by recsys-train."
         ) from None
     except Exception as error:  # noqa: BLE001 - corrupt bytes raise anything in the unpickler
-
         raise CheckpointError(
             f"Checkpoint {path} is not a readable checkpoint (truncated, corrupt or another "
             f"kind of file: {_first_line(error)})."

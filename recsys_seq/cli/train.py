@@ -72,7 +72,7 @@ def train(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, Any]]:
     check_trainer(runs.plain(cfg.trainer))
     run_dir = check_run_folder(cfg.paths.output_dir)
     datamodule = runs.build_datamodule(data)
-    check_run_folder(run_dir, inputs=[datamodule.path])  # never inside the data
+    check_run_folder(run_dir, inputs=[datamodule.path])  # not in the data; before Lightning talks
     spec = runs.spec_for_data(model_values, datamodule)
     runs.check_max_len(spec, data.max_len)
     check_windows(datamodule)
@@ -80,7 +80,7 @@ def train(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, Any]]:
     if resume is not None:
         check_resume(resume, spec, datamodule.path)
     callbacks = runs.instantiate_group(cfg.get("callbacks"))
-    callbacks.append(SpecRecord(spec, runs.data_record(datamodule, data)))
+    callbacks.append(SpecRecord(runs.data_record(datamodule, data)))
     trainer = runs.build_trainer(
         cfg.trainer, callbacks=callbacks, logger=runs.instantiate_group(cfg.get("logger"))
     )
