@@ -9,7 +9,8 @@ Public API::
     formats.scan(path, fmt) -> LazyFrame  # a raw file as canonical columns
 """
 
-from data_prep.formats import PrepError, scan
+from data_prep.formats import scan
 from data_prep.prep import prepare, read_meta
+from data_prep.prep_error import PrepError
 
 __all__ = ["PrepError", "prepare", "read_meta", "scan"]

@@ -13,8 +13,8 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
+from data_prep.conf import CONF_DIR
 from data_prep.errors import exit_on_user_error, run_command
-from data_prep.formats import CONF_DIR
 from data_prep.prep import prepare
 from data_prep.progress import console_stages
 from data_prep.synthetic import BUNDLED_CLICKS

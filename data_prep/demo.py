@@ -4,21 +4,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from data_prep.formats import CSV_FORMAT
-from data_prep.prep import DEFAULTS, prepare
+from data_prep.prep import defaults, prepare
 from data_prep.synthetic import BUNDLED_CLICKS
 
 DEMO_NAME = "demo"
 
 
 def demo_config(output: str | Path) -> dict:
-    """The prep config of the demo dataset (defaults, generic csv, bundled input)."""
+    """The prep config of the demo dataset: the defaults of ``conf/prep.yaml`` (the generic
+    csv format among them) on the bundled input."""
     return {
-        **DEFAULTS,
+        **defaults(),
         "name": DEMO_NAME,
         "input": str(BUNDLED_CLICKS),
         "output": str(output),
-        "format": dict(CSV_FORMAT),
         "reuse_existing": True,
     }
 

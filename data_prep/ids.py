@@ -36,7 +36,7 @@ from pathlib import Path
 
 import polars as pl
 
-from data_prep.formats import PrepError
+from data_prep.prep_error import PrepError
 
 # a decimal integer, with optional sign, leading zeros and an all-zero fraction (ASCII digits
 # only: ``\d`` would also match other scripts' digits, which are text ids)

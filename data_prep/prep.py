@@ -19,16 +19,22 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
+from omegaconf import OmegaConf
 
-from data_prep import checks, job, publish, schema, stats
-from data_prep.checks import check_values, parse_error
-from data_prep.formats import ROW, TIME_UNITS, PrepError, has_clock, load_format, scan
+from data_prep import artifacts, job, publish, refusals, schema, stats, temporaries
+from data_prep.checks import check_values
+from data_prep.conf import CONF_DIR
+from data_prep.formats import TIME_UNITS, has_clock, load_format, scan
+from data_prep.lines import parse_error
+from data_prep.option_checks import option_flag, option_int, option_list, option_number, option_time
+from data_prep.prep_error import PrepError
 from data_prep.progress import quiet
+from data_prep.schema import ROW
 
 PAD_TOKEN = "<pad>"
 PREPARED_DATASET = "prepared_dataset"
-"""The artifact kind of a prepared folder (see :mod:`data_prep.publish`)."""
-publish.register_folder_kind(
+"""The artifact kind of a prepared folder (see :mod:`data_prep.artifacts`)."""
+artifacts.register_folder_kind(
     PREPARED_DATASET,
     "|".join(
         re.escape(name)
@@ -42,29 +48,7 @@ publish.register_folder_kind(
     ),
 )
 
-DEFAULTS: dict[str, Any] = {
-    "name": None,  # dataset name for titles; default: the output folder's name
-    "input": None,
-    "output": None,
-    "format": "csv",
-    "null_ids": "error",  # error | drop: rows with a missing user/item id or timestamp
-    "event_types": None,  # keep only these event types (e.g. [buy, cart]); None = all
-    "min_rating": None,  # keep ratings >= this (explicit -> implicit feedback); None = all
-    "start_time": None,  # keep events at/after this time (ISO date or clock value)
-    "end_time": None,  # keep events before this time
-    "dedup": "none",  # none | consecutive (repeat of the previous item) | all (repeat of any)
-    "min_user_events": 3,  # k-core: users keep >= this many events
-    "min_item_events": 1,  # k-core: items keep >= this many events (1 = off)
-    "max_len": 200,
-    "side_features": ["category", "event"],  # of category, event, gap
-    "split": "leave_one_out",  # leave_one_out | temporal
-    "split_cut": None,  # temporal: cut time (ISO date or clock value); None = quantile
-    "split_cut_quantile": 0.9,  # temporal, no split_cut: this quantile of event times
-    "partitions": "auto",  # user partitions: auto (by size) or a number
-    "max_buckets": 8,
-    "bucket_waste": 0.05,  # fewest buckets whose padding waste is at most this fraction
-    "reuse_existing": False,  # keep an existing output with the same fingerprint, skip the job
-}
+PREP_CONFIG = CONF_DIR / "prep.yaml"
 CHOICES = {
     "null_ids": ("error", "drop"),
     "dedup": ("none", "consecutive", "all"),
@@ -74,8 +58,23 @@ CHOICES = {
 NOT_FINGERPRINTED = ("input", "output", "name", "reuse_existing", "partitions", "features")
 
 
+def defaults() -> dict[str, Any]:
+    """Every prep option with its default, read from ``conf/prep.yaml``: the one owner of the
+    options and of their documentation, for the command line and the Python API alike.
+
+    The format is the yaml's defaults-list choice (``format: csv``), by name, first as Hydra
+    composes it; the rest of the defaults list and the ``hydra:`` section configure Hydra,
+    not the job (and are left out before resolving: their interpolations need Hydra).
+    """
+    cfg = OmegaConf.load(PREP_CONFIG)
+    (fmt,) = [c["format"] for c in cfg.pop("defaults") if isinstance(c, Mapping) and "format" in c]
+    cfg.pop("hydra")
+    return {"format": fmt, **OmegaConf.to_container(cfg, resolve=True)}
+
+
 def resolve_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
-    """Fill defaults, resolve the format by name, check every option's type and range.
+    """Fill defaults (:func:`defaults`), resolve the format by name, check every option's type
+    and range.
 
     Values may come from the command line as strings (``max_len=12`` may arrive as ``"12"``,
     which is 12) or from Python; a value of the wrong type (a bool for an integer, ``1.5``
@@ -84,10 +83,11 @@ def resolve_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
     (``event_types=buy`` is ``['buy']``). Times (``start_time``, ``end_time``, ``split_cut``)
     are clock values or dates/ISO date-times, converted like the log's timestamps.
     """
-    unknown = set(cfg) - set(DEFAULTS) - {"hydra"}
+    known = defaults()
+    unknown = set(cfg) - set(known) - {"hydra"}
     if unknown:
-        raise PrepError(f"Unknown prep option(s): {sorted(unknown)}; known: {sorted(DEFAULTS)}.")
-    out = {**DEFAULTS, **{k: v for k, v in cfg.items() if k != "hydra"}}
+        raise PrepError(f"Unknown prep option(s): {sorted(unknown)}; known: {sorted(known)}.")
+    out = {**known, **{k: v for k, v in cfg.items() if k != "hydra"}}
     if not isinstance(out["format"], (str, Mapping)):
         raise PrepError(
             f"Option format must be a format name (e.g. format=taobao) or a mapping, got "
@@ -107,12 +107,12 @@ def resolve_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
         out[key] = str(out[key])
     if out["name"] is not None:
         out["name"] = str(out["name"])
-    out["side_features"] = checks.option_list("side_features", out["side_features"]) or []
+    out["side_features"] = option_list("side_features", out["side_features"]) or []
     known = [*schema.SIDE_FEATURE_SOURCES, *schema.DERIVED_SIDE_FEATURES]
     bad = [f for f in out["side_features"] if f not in known]
     if bad:
         raise PrepError(f"Unknown side feature(s) {bad}; known: {known}.")
-    out["event_types"] = checks.option_list("event_types", out["event_types"], allow_empty=False)
+    out["event_types"] = option_list("event_types", out["event_types"], allow_empty=False)
     for key, choices in CHOICES.items():
         if not isinstance(out[key], str) or out[key] not in choices:
             raise PrepError(f"{key} must be one of {', '.join(choices)}, not {out[key]!r}.")
@@ -122,18 +122,18 @@ def resolve_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
         ("max_len", 2),  # one input event and one target
         ("max_buckets", 1),
     ):
-        out[key] = checks.option_int(key, out[key], least)
+        out[key] = option_int(key, out[key], least)
     if out["partitions"] not in (None, "auto"):
-        out["partitions"] = checks.option_int("partitions", out["partitions"], 1)
-    out["split_cut_quantile"] = checks.option_number(
+        out["partitions"] = option_int("partitions", out["partitions"], 1)
+    out["split_cut_quantile"] = option_number(
         "split_cut_quantile", out["split_cut_quantile"], above=0, below=1
     )
-    out["bucket_waste"] = checks.option_number("bucket_waste", out["bucket_waste"], at_least=0)
+    out["bucket_waste"] = option_number("bucket_waste", out["bucket_waste"], at_least=0)
     if out["min_rating"] is not None:
-        out["min_rating"] = checks.option_number("min_rating", out["min_rating"])
+        out["min_rating"] = option_number("min_rating", out["min_rating"])
     for key in ("start_time", "end_time", "split_cut"):
-        out[key] = checks.option_time(key, out[key], unit)
-    out["reuse_existing"] = checks.option_flag("reuse_existing", out["reuse_existing"])
+        out[key] = option_time(key, out[key], unit)
+    out["reuse_existing"] = option_flag("reuse_existing", out["reuse_existing"])
     if out["name"] is None:
         out["name"] = Path(out["output"]).name
     return out
@@ -189,7 +189,7 @@ def item_fingerprint(original_ids: pl.Series) -> str:
 
 def is_same_dataset(folder: Path, fp: str) -> bool:
     """Whether ``folder`` is a prepared dataset of the project with fingerprint ``fp``."""
-    if not (folder.is_dir() and publish.owns_folder(folder, PREPARED_DATASET)):
+    if not (folder.is_dir() and artifacts.owns_folder(folder, PREPARED_DATASET)):
         return False
     meta = read_meta(folder)
     return meta is not None and meta.get(schema.META_FINGERPRINT) == fp
@@ -214,13 +214,13 @@ def prepare(cfg: Mapping[str, Any], stage=quiet) -> dict[str, Any]:
     """
     cfg = resolve_config(cfg)
     path, out = Path(cfg["input"]), Path(cfg["output"])
-    publish.recover(out)
+    temporaries.recover(out)
     raw = scan(path, cfg["format"])  # checks the file before planning the read
     sha = file_sha256(path)
     fp = fingerprint(cfg, sha)
     if cfg["reuse_existing"] and is_same_dataset(out, fp):
         return read_meta(out)
-    publish.check_target(out, PREPARED_DATASET, folder=True, inputs=[path])  # before the work
+    refusals.check_target(out, PREPARED_DATASET, folder=True, inputs=[path])  # before the work
     _check_columns(cfg, raw)
     cfg["features"] = _features(cfg, raw)
     with stage(f"checking {path.name}"):
@@ -234,7 +234,7 @@ def prepare(cfg: Mapping[str, Any], stage=quiet) -> dict[str, Any]:
         try:
             result = job.run(raw, cfg, profile["rows"], tmp / "_work", tmp, stage)
         except pl.exceptions.PolarsError as err:
-            if publish.is_disk_error(err):
+            if refusals.is_disk_error(err):
                 raise  # the output's file system, reported as such by publishing
             raise parse_error(err, path, cfg["format"]) from None
         shutil.rmtree(tmp / "_work", ignore_errors=True)

@@ -78,6 +78,9 @@ RAW_TIMESTAMP = "timestamp"
 RAW_EVENT = "event_type"
 RAW_CATEGORY = "category"
 RAW_RATING = "rating"  # optional; only read by the min_rating filter
+# the raw row number (0-based, in the reader's order) that the prep job adds: ties in time keep
+# the file order, and data_prep.lines.where turns it into the file's line in messages
+ROW = "_row"
 
 # side-feature list in sequences.parquet -> the raw column it is mapped from
 # (``gap`` is derived from the timestamps, not read from a column)

@@ -21,7 +21,8 @@ from typing import Any, NamedTuple
 import polars as pl
 
 from data_prep import schema
-from data_prep.formats import ROW
+from data_prep.schema import ROW
+from data_prep.sort_key import user_time_key
 
 USER, ITEM, TS = schema.RAW_USER, schema.RAW_ITEM, schema.RAW_TIMESTAMP
 SECONDS = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
@@ -84,8 +85,9 @@ def order_and_dedup(
     """Per user: time order with deterministic ties, then drop repeats.
 
     ``consecutive`` drops an event whose item equals the user's previous item; ``all`` keeps
-    only the first occurrence of each (user, item). ``bounds`` (see :func:`sort_bounds`) lets
-    the sort use one packed (user, timestamp) key instead of two columns.
+    only the first occurrence of each (user, item). ``bounds`` (see
+    :func:`data_prep.sort_key.sort_bounds`) lets the sort use one packed (user, timestamp) key
+    instead of two columns.
     """
     key = user_time_key(bounds) if bounds is not None else None
     # ROW is unique: no stable sort needed (it is slower)
@@ -144,48 +146,6 @@ def members(lf: pl.LazyFrame, users: pl.Series | None, items: pl.Series | None) 
         if values is not None
     ]
     return lf.filter(*keep) if keep else lf
-
-
-def sort_bounds(frame: pl.DataFrame) -> dict[str, Any] | None:
-    """Value ranges of the sort columns of an in-memory part, for :func:`user_time_key`
-    (None for non-integer user ids or timestamps, or nulls among them)."""
-    schema_ = frame.schema
-    if frame.height == 0 or not (schema_[USER].is_integer() and schema_[TS].is_integer()):
-        return None
-    row = frame.select(
-        pl.col(USER).min().alias("user_min"),
-        pl.col(USER).max().alias("user_max"),
-        pl.col(TS).min().alias("ts_min"),
-        pl.col(TS).max().alias("ts_max"),
-        (pl.col(USER).null_count() + pl.col(TS).null_count()).alias("nulls"),
-    ).row(0, named=True)
-    if row.pop("nulls") or any(v is None for v in row.values()):
-        return None
-    return {**row, f"{USER}_dtype": schema_[USER], f"{TS}_dtype": schema_[TS]}
-
-
-def user_time_key(bounds: Mapping[str, Any]) -> pl.Expr | None:
-    """One Int64 whose order is the (user, timestamp) order: ``(user - min) << b | (ts - min)``
-    when both ranges fit in 63 bits together, else None.
-
-    Sorting by ``[key, ROW]`` gives the same order as ``[USER, TS, ROW]`` but about twice as
-    fast: the leading user column has long runs of ties that the multi-column sort resolves
-    by comparing the next columns; the packed key has almost none.
-    """
-    user_bits = int(bounds["user_max"] - bounds["user_min"]).bit_length()
-    ts_bits = int(bounds["ts_max"] - bounds["ts_min"]).bit_length()
-    if user_bits + ts_bits > 63:
-        return None
-    return _from(USER, bounds["user_min"], bounds) * (1 << ts_bits) + _from(
-        TS, bounds["ts_min"], bounds
-    )
-
-
-def _from(column: str, low: int, bounds: Mapping[str, Any]) -> pl.Expr:
-    """``column - low`` as Int64 without overflow (the range is known to fit in 63 bits)."""
-    if bounds.get(f"{column}_dtype") == pl.UInt64:
-        return (pl.col(column) - low).cast(pl.Int64)
-    return pl.col(column).cast(pl.Int64) - int(low)
 
 
 def split_cut(events: pl.LazyFrame, quantile: float) -> int:

@@ -365,15 +365,27 @@ def test_cli_missing_column_and_success(tmp_path):
 
 
 def test_conf_formats_load():
-    from data_prep.formats import CSV_FORMAT, READERS, load_format
+    from data_prep.formats import READERS, load_format
 
     names = sorted(p.stem for p in (REPO / "conf" / "format").glob("*.yaml"))
     assert {"csv", "tsv", "movielens_dat", "sasrec_txt", "s3rec_txt", "taobao"} <= set(names)
     for name in names:
-        fmt = load_format(name) if name != "csv" else None
-        if fmt is not None:
-            assert fmt["name"] == name and fmt["reader"] in READERS
-    # the in-code csv format (used by the demo) equals conf/format/csv.yaml
+        fmt = load_format(name)
+        assert fmt["name"] == name and fmt["reader"] in READERS
+
+
+def test_python_defaults_are_the_composed_cli_config():
+    """conf/prep.yaml is the one owner of the defaults: the Python API reads exactly what
+    Hydra composes for recsys-prep (the format by name, as the defaults list chooses it)."""
+    from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
-    assert OmegaConf.to_container(OmegaConf.load(REPO / "conf/format/csv.yaml")) == CSV_FORMAT
+    from data_prep.conf import CONF_DIR
+    from data_prep.formats import load_format
+    from data_prep.prep import defaults
+
+    with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
+        composed = OmegaConf.to_container(compose("prep"), resolve=True)
+    ours = defaults()
+    assert ours["format"] == "csv" and composed["format"] == load_format("csv")
+    assert {**ours, "format": composed["format"]} == composed

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from data_prep import cli, prepare, publish, read_meta
+from data_prep import cli, prepare, read_meta, temporaries
 
 GOOD = "user_id,item_id,timestamp\n1,10,100\n1,11,200\n1,12,300\n2,10,150\n2,12,250\n2,13,350\n"
 
@@ -93,7 +93,7 @@ def test_failure_keeps_previous_output_and_drops_stale_folders(monkeypatch, caps
     assert code in (0, None)
     before = {p.name: p.read_bytes() for p in (tmp_path / "out").iterdir()}
     # a job killed mid-run leaves its private folder; the next run removes it
-    host = publish._tag().split("-")[0]  # this machine, as publish names it
+    host = temporaries.tag().split("-")[0]  # this machine, as publishing names it
     stale = tmp_path / f".out.tmp-{host}-999999999-deadbeef"
     (stale / "_work").mkdir(parents=True)
     write(tmp_path, "log.csv", GOOD.replace("1,11,200", "1,11,yesterday"))

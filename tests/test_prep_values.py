@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from data_prep import PrepError, prepare, schema
-from data_prep.formats import INFER_ROWS
+from data_prep.lines import INFER_ROWS
 from data_prep.prep import resolve_config
 
 RECSYS_PREP = Path(sys.executable).parent / "recsys-prep"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from data_prep import publish
+from data_prep import publish, temporaries
 from data_prep.publish import MARKER_FILE, OutputRefused, publishing, recover
 
 KIND = "test_folder"
@@ -230,7 +230,7 @@ def test_a_new_folder_killed_before_its_rename_leaves_nothing(tmp_path):
 
 def test_leftovers_of_a_live_process_are_left_alone(tmp_path):
     target = tmp_path / "out"
-    tag = publish._tag()  # this process: alive
+    tag = temporaries.tag()  # this process: alive
     (tmp_path / f".out.tmp-{tag}").mkdir()
     recover(target)
     assert (tmp_path / f".out.tmp-{tag}").exists()

@@ -1,0 +1,242 @@
+"""The raw file as text, below the readers: its lines split into fields, and a row or a parser
+failure located as the file's line.
+
+A parser error ("could not parse `x` as dtype i64 at offset 4") tells a practitioner neither
+the line nor what to change, so:
+
+* :func:`where` turns a raw row number (``ROW``) into the file's line (or Parquet row).
+* :func:`parse_error` turns a parser exception that sniffing the file's head
+  (:mod:`data_prep.sniff`) could not foresee (a JSON line that is not an object, a late value
+  that does not fit its column's inferred type) into a :class:`PrepError` naming the line,
+  found by re-reading the file as text the way the reader did (:func:`text_fields`,
+  :func:`int_columns`, ``INFER_ROWS``).
+
+The readers (:mod:`data_prep.readers`) and the value checks (:mod:`data_prep.checks`) both
+use these, which is why they sit below both; they read a format mapping's keys only.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from data_prep import schema
+from data_prep.prep_error import PrepError
+from data_prep.schema import ROW
+
+INFER_ROWS = 10_000  # rows that decide a text column's type (csv, jsonl): readers and locators
+
+
+def where(row: int, path: Path, fmt: Mapping[str, Any]) -> str:
+    """Where raw row ``row`` (0-based, as numbered by the prep job) is in the file: ``line N``
+    of a text file (1-based, counting the header and blank lines), ``row N`` (1-based) of a
+    Parquet file. Delimited text numbers rows as lines (a blank line is a row of nulls);
+    JSON lines and one-user-per-line files skip blank lines, so their line is looked up."""
+    reader = fmt.get("reader", "csv")
+    if reader in ("csv", "diginetica"):
+        header = reader == "diginetica" or bool(fmt.get("has_header", True))
+        return f"line {row + 1 + int(header)}"
+    if reader in ("jsonl", "user_lines"):
+        line = _file_line(row, path, fmt)
+        if line is not None:
+            return f"line {line}"
+    return f"row {row + 1}"
+
+
+def _lines(path: Path) -> pl.LazyFrame:
+    """The file's lines as text (``.gz`` decompressed), numbered from 1; blank lines kept."""
+    return pl.scan_csv(
+        path,
+        separator="\x1f",
+        has_header=False,
+        new_columns=["text"],
+        quote_char=None,
+        infer_schema=False,
+        truncate_ragged_lines=True,
+    ).with_row_index("line", offset=1)
+
+
+def _nonblank() -> pl.Expr:
+    return pl.col("text").str.strip_chars().fill_null("") != ""
+
+
+def _file_line(row: int, path: Path, fmt: Mapping[str, Any]) -> int | None:
+    """The line of row ``row`` in a file whose reader skips blank lines (JSON lines: one row
+    per line; one user per line: one row per item)."""
+    try:
+        lines = _lines(path).filter(_nonblank())
+        if fmt.get("reader") == "user_lines":
+            tokens = pl.col("text").str.strip_chars().str.split(fmt.get("separator", " "))
+            rows_before_next = (tokens.list.len() - 1).cum_sum()  # a line's rows: its items
+            found = lines.filter(rows_before_next > row).select("line").head(1).collect()
+        else:
+            found = lines.with_row_index(ROW).filter(pl.col(ROW) == row).select("line").collect()
+    except pl.exceptions.PolarsError:
+        return None
+    return found.item() if found.height else None
+
+
+def text_fields(path: Path, fmt: Mapping[str, Any]) -> pl.LazyFrame:
+    """For the readers that split lines themselves (a multi-character separator, one user per
+    line): the fields as stripped text, in the reader's row order, before integer columns
+    are recognised (the check that names a line whose field is not an integer reads these)."""
+    lines = pl.scan_csv(
+        path, separator="\x1f", has_header=False, new_columns=["line"], quote_char=None
+    )
+    if fmt.get("reader") == "user_lines":
+        tokens = pl.col("line").str.strip_chars().str.split(fmt.get("separator", " "))
+        return (
+            lines.filter(pl.col("line").str.strip_chars() != "")
+            .select(
+                tokens.list.first().alias(schema.RAW_USER),
+                tokens.list.slice(1).alias(schema.RAW_ITEM),
+            )
+            .with_columns(
+                pl.int_ranges(pl.col(schema.RAW_ITEM).list.len(), dtype=pl.Int64).alias(
+                    schema.RAW_TIMESTAMP
+                )
+            )
+            .explode([schema.RAW_ITEM, schema.RAW_TIMESTAMP])
+        )
+    names = list(fmt["names"])
+    fields = pl.col("line").str.split(fmt["separator"])
+    return lines.select(
+        fields.list.get(i, null_on_oob=True).str.strip_chars().alias(n) for i, n in enumerate(names)
+    )
+
+
+def int_columns(lf: pl.LazyFrame, names: list[str]) -> list[str]:
+    """The text columns whose first 1,000 values are all integers (or missing)."""
+    head = lf.head(1000).collect()
+    return [
+        n
+        for n in names
+        if head[n].cast(pl.Int64, strict=False).null_count() == head[n].null_count()
+    ]
+
+
+def parse_error(err: Exception, path: Path, fmt: Mapping[str, Any]) -> PrepError:
+    """A parser exception as a :class:`PrepError` naming the file (and the line, when found),
+    with a hint that fits the format."""
+    message = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    reader = fmt.get("reader", "csv")
+    if reader == "jsonl":
+        located = _locate_json_line(path, fmt)
+    elif reader == "user_lines" or (reader == "csv" and len(fmt.get("separator", ",")) > 1):
+        located = _locate_text_field(path, fmt)
+    else:
+        located = _locate_bad_value(path, fmt)
+    return PrepError(
+        f"Could not read {path} as format {fmt.get('name')!r}: "
+        + (located or f"{message}.")
+        + " "
+        + _HINTS.get(reader, _HINTS["csv"])
+    )
+
+
+_HINTS = {
+    "csv": "Check format.separator, format.names and the column mapping.",
+    "diginetica": "Check format.separator, format.names and the column mapping.",
+    "jsonl": (
+        "Each line must be one JSON object, and each key's values of one type (ids all "
+        "numbers or all strings; timestamps numbers or date strings); check the column "
+        "mapping (format.columns)."
+    ),
+    "parquet": "Check the file and the column mapping (format.columns).",
+    "user_lines": "Each line must be a user id and then item ids, separated by the separator.",
+}
+
+
+def _locate_bad_value(path: Path, fmt: Mapping[str, Any]) -> str | None:
+    """For a delimited file: the first line whose mapped column does not fit its column's type
+    (inferred from the first rows), found by re-reading the file as text. None if not found."""
+    if fmt.get("reader") != "csv" or len(fmt.get("separator", ",")) != 1:
+        return None
+    kwargs = {
+        "separator": fmt.get("separator", ","),
+        "has_header": bool(fmt.get("has_header", True)),
+        "new_columns": list(fmt["names"]) if fmt.get("names") else None,
+        "null_values": fmt.get("null_values"),
+        "quote_char": fmt.get("quote_char", '"'),
+    }
+    try:
+        inferred = pl.scan_csv(path, infer_schema_length=INFER_ROWS, **kwargs).collect_schema()
+        text = pl.scan_csv(path, infer_schema=False, **kwargs).with_row_index(ROW)
+        for col in (fmt.get("columns") or {}).values():
+            if col is None or col not in inferred or not inferred[col].is_numeric():
+                continue
+            cast = pl.col(col).str.strip_chars().cast(inferred[col], strict=False)
+            found = _first_uncast(text, col, cast, path, fmt, "a number")
+            if found:
+                return found
+    except pl.exceptions.PolarsError:
+        return None
+    return None
+
+
+def _first_uncast(
+    text: pl.LazyFrame, col: str, cast: pl.Expr, path: Path, fmt: Mapping[str, Any], kind: str
+) -> str | None:
+    """Where the first value of ``col`` that ``cast`` turns into null is, as a message."""
+    bad = text.filter(cast.is_null() & pl.col(col).is_not_null()).select(ROW, col).head(1)
+    bad = bad.collect()
+    if not bad.height:
+        return None
+    return (
+        f"{where(bad[ROW].item(), path, fmt)}, column {col!r}: value {bad[col].item()!r} is "
+        f"not {kind} like the rows before it."
+    )
+
+
+def _locate_text_field(path: Path, fmt: Mapping[str, Any]) -> str | None:
+    """For the readers that split lines themselves: the first line whose field is not an
+    integer while the first rows of its column are. None if not found."""
+    try:
+        text = text_fields(path, fmt)
+        names = text.collect_schema().names()
+        text = text.with_row_index(ROW)
+        for col in int_columns(text, names):
+            cast = pl.col(col).cast(pl.Int64, strict=False)
+            found = _first_uncast(text, col, cast, path, fmt, "an integer")
+            if found:
+                return found
+    except pl.exceptions.PolarsError:
+        return None
+    return None
+
+
+def _locate_json_line(path: Path, fmt: Mapping[str, Any]) -> str | None:
+    """The first line of a JSON-lines file that the reader cannot take: the shortest prefix of
+    its lines that fails to read as the whole file failed, found by bisection (a few reads
+    of prefixes, no loop over lines). None if no prefix fails."""
+    sources = [c for c in (fmt.get("columns") or {}).values() if c is not None]
+    try:
+        lines = _lines(path).filter(_nonblank()).collect()
+    except pl.exceptions.PolarsError:
+        return None
+
+    def failure(count: int) -> str | None:
+        data = lines["text"].head(count).str.join("\n").item().encode()
+        try:
+            lf = pl.scan_ndjson(io.BytesIO(data), infer_schema_length=INFER_ROWS)
+            present = set(lf.collect_schema().names())
+            lf.select(c for c in sources if c in present).collect()
+        except Exception as err:  # polars raises several error types for unreadable JSON
+            return str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        return None
+
+    message = failure(lines.height)
+    if message is None:
+        return None
+    good, bad = 0, lines.height  # the first `good` lines read, the first `bad` do not
+    while bad - good > 1:
+        middle = (good + bad) // 2
+        found = failure(middle)
+        good, bad = (good, middle) if found else (middle, bad)
+        message = found or message
+    line, text = lines.row(bad - 1)
+    return f"line {line}: {message}; line {line} reads {text[:80]!r}."

@@ -1,0 +1,81 @@
+"""Run folders: the folder a training or evaluation run grows in (checkpoints, loggers,
+``metrics.json``, ``config.yaml``), claimed for the project before the run writes into it.
+
+A run folder cannot be published whole like other outputs (:mod:`data_prep.publish`): it grows
+while the run lasts and Hydra creates it before the project's code starts. So it is *claimed*:
+:func:`check_run_folder` accepts a folder only when it is new, empty, holds only what Hydra
+writes for a run, or is a marked run folder holding only what runs write, and
+:func:`claim_run_folder` then writes the run marker. Files published into a claimed folder are
+the project's (the ``run_file`` kind, :data:`RUN_FILE`), so a rerun may replace them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from collections.abc import Iterable
+from pathlib import Path
+
+from data_prep.artifacts import MARKER_FILE, read_marker, register_kind
+from data_prep.refusals import OutputRefused, check_location, output_errors
+from data_prep.temporaries import tag
+
+RUN = "run"
+# what Hydra itself puts into a run folder before the project's code starts
+_HYDRA_ENTRIES = re.compile(r"^(\.hydra|[^/]+\.log)$")
+# everything a run writes: Hydra's files, checkpoints, loggers, results, temporaries
+_RUN_ENTRIES = re.compile(
+    r"^(\.hydra|[^/]+\.log|checkpoints|csv|tensorboard|mlflow|metrics\.json|config\.yaml|"
+    r"report|recommendations\.parquet|model\.pt2|\.recsys-seq\.json|\..+\.tmp-.+)$"
+)
+
+
+def check_run_folder(folder: str | Path, inputs: Iterable[str | Path] = ()) -> Path:
+    """The absolute run folder if the project may use it: new, empty, holding only what Hydra
+    writes for a run, or a marked run folder holding only what runs write; never the working
+    directory, an input or inside an input folder. Else :class:`OutputRefused`."""
+    folder = check_location(folder, RUN, True, inputs)
+    if folder.exists() and not folder.is_dir():
+        raise OutputRefused(f"Run folder {folder} is a file; pick a new folder.")
+    marker = read_marker(folder) if folder.is_dir() else None
+    allowed = (
+        _RUN_ENTRIES if marker is not None and marker.get("artifact") == RUN else _HYDRA_ENTRIES
+    )
+    if folder.is_dir() and not all(allowed.match(e.name) for e in folder.iterdir()):
+        raise OutputRefused(
+            f"Run folder {folder} already holds files that recsys-seq did not write; they are "
+            "left untouched. Pick a new folder with hydra.run.dir=<folder>."
+        )
+    return folder
+
+
+def claim_run_folder(folder: str | Path, inputs: Iterable[str | Path] = ()) -> Path:
+    """Make ``folder`` a run folder of the project (checkpoints, metrics, logs grow in it):
+    :func:`check_run_folder`, then the marker."""
+    folder = check_run_folder(folder, inputs)
+    if read_marker(folder) is None:
+        with output_errors(folder):
+            folder.mkdir(parents=True, exist_ok=True)
+            tmp = folder / f".{MARKER_FILE}.tmp-{tag()}"
+            tmp.write_text(json.dumps({"artifact": RUN}) + "\n")
+            os.replace(tmp, folder / MARKER_FILE)
+    return folder
+
+
+def discard_unclaimed_run_folder(folder: Path) -> None:
+    """Remove a run folder that holds only what Hydra wrote (the run never claimed it)."""
+    unclaimed = folder.is_dir() and read_marker(folder) is None
+    if unclaimed and all(_HYDRA_ENTRIES.match(e.name) for e in folder.iterdir()):
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def in_run_folder(path: Path) -> bool:
+    """Files of a run folder are the project's: ``metrics.json``, ``config.yaml``, plots."""
+    marker = read_marker(path.parent)
+    return marker is not None and marker.get("artifact") == RUN
+
+
+RUN_FILE = "run_file"
+register_kind(RUN_FILE, in_run_folder)
