@@ -23,6 +23,8 @@ from data_prep.refusals import OutputRefused, check_location, output_errors
 from data_prep.temporaries import tag
 
 RUN = "run"
+METRICS_FILE = "metrics.json"  # a run's results, flat <stage>/<metric> keys
+CONFIG_FILE = "config.yaml"  # the run's resolved configuration
 # what Hydra itself puts into a run folder before the project's code starts
 _HYDRA_ENTRIES = re.compile(r"^(\.hydra|[^/]+\.log)$")
 # everything a run writes: Hydra's files, checkpoints, loggers, results, temporaries

@@ -3,16 +3,16 @@
 recsys-eval, recsys-recommend, recsys-export and resuming a run all read checkpoints here.
 A checkpoint is opened with ``torch.load(weights_only=True)`` (tensors and plain containers
 only, no unpickling of objects) and must carry the project's record, written at every save
-by :class:`SpecRecord`::
+by the task (:meth:`NextItemTask.on_save_checkpoint`)::
 
     checkpoint["recsys_seq"] = {
-        "format": 1,
-        "model": {...},   # a ModelSpec as plain values: registry name, sizes, options
+        "format": 2,
+        "model": {...},   # a ModelSpec as plain values: names of its parts, sizes, options
         "data": {...},    # the DataOptions it was trained with (absolute data path)
     }
 
 Both are read back through the same checks as a config (:mod:`recsys_seq.options`), the
-model is built by the project's registry (:mod:`recsys_seq.models.registry`) on the meta
+model is built by the project's one builder (:func:`recsys_seq.models.build_model`) on the meta
 device first, so a spec that does not fit its weights is refused before anything is
 allocated, and then filled with the weights strictly. Nothing named by the file is imported,
 instantiated or called.
@@ -25,17 +25,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import lightning as L
 import torch
 
 from data_prep.errors import UserError
-from recsys_seq.models.ranking import RankingModule
-from recsys_seq.models.registry import build_model
-from recsys_seq.options import as_plain
-from recsys_seq.spec import DataOptions, ModelSpec, data_options, model_spec, spec_values
-
-RECORD_KEY = "recsys_seq"
-RECORD_FORMAT = 1
+from recsys_seq.data.facts import DataFacts
+from recsys_seq.data.options import DataOptions, data_options
+from recsys_seq.models import ModelSpec, NextItemTask, build_model, model_spec
+from recsys_seq.models.spec import RECORD_FORMAT, RECORD_KEY, spec_values
 
 
 class CheckpointError(UserError):
@@ -47,26 +43,21 @@ class VocabularyMismatch(CheckpointError):
 
 
 @dataclass(frozen=True)
-class Restored:
-    """A checkpoint's model with its weights, and the options it was trained with."""
+class Checkpoint:
+    """A checked checkpoint: the spec and data options it was trained with, and weights
+    whose names and shapes fit that spec."""
 
-    model: RankingModule
+    path: Path
     spec: ModelSpec
     data: DataOptions
+    weights: dict[str, torch.Tensor]
 
-
-class SpecRecord(L.Callback):
-    """Writes the project's record (the model's spec, the data options) into every checkpoint."""
-
-    def __init__(self, data: DataOptions) -> None:
-        self.data = as_plain(data)
-
-    def on_save_checkpoint(self, trainer, pl_module, checkpoint: dict[str, Any]) -> None:
-        checkpoint[RECORD_KEY] = {
-            "format": RECORD_FORMAT,
-            "model": spec_values(pl_module.spec),
-            "data": self.data,
-        }
+    def build(self, facts: DataFacts | None = None) -> NextItemTask:
+        """The model with these weights, in eval mode, for data with ``facts`` (None: as a
+        model that only evaluates or serves needs)."""
+        model = build_model(self.spec, facts)
+        model.load_state_dict(self.weights)
+        return model.eval()
 
 
 def read(path: str | Path) -> dict[str, Any]:
@@ -113,11 +104,12 @@ def record(checkpoint: dict[str, Any], path: str | Path) -> tuple[ModelSpec, Dat
         raise CheckpointError(f"Checkpoint {path} has an invalid record: {error}") from None
 
 
-def load(path: str | Path) -> Restored:
-    """Rebuild a checkpoint's model with its weights (in eval mode)."""
-    checkpoint = read(path)
-    spec, data = record(checkpoint, path)
-    weights = checkpoint.get("state_dict")
+def open_checkpoint(path: str | Path) -> Checkpoint:
+    """Read and check a checkpoint; nothing of it is built yet."""
+    path = Path(path)
+    contents = read(path)
+    spec, data = record(contents, path)
+    weights = contents.get("state_dict")
     if not isinstance(weights, dict) or not all(
         isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in weights.items()
     ):
@@ -134,9 +126,12 @@ def load(path: str | Path) -> Restored:
             f"Checkpoint {path}: its weights do not fit its model spec (differing: "
             f"{', '.join(differing[:5])}{', ...' if len(differing) > 5 else ''})."
         )
-    model = build_model(spec)
-    model.load_state_dict(weights)
-    return Restored(model.eval(), spec, data)
+    return Checkpoint(path, spec, data, weights)
+
+
+def load(path: str | Path, facts: DataFacts | None = None) -> NextItemTask:
+    """The checkpoint's model with its weights, in eval mode (see :meth:`Checkpoint.build`)."""
+    return open_checkpoint(path).build(facts)
 
 
 def check_same_items(spec: ModelSpec, fingerprint: str, data_path: Path, ckpt: Path) -> None:
@@ -149,14 +144,14 @@ def check_same_items(spec: ModelSpec, fingerprint: str, data_path: Path, ckpt: P
         )
 
 
-ARCHITECTURE = ("name", "encoder", "num_items", "embedding_dim", "side_features")
+ARCHITECTURE = ("encoder", "scorer", "num_items", "embedding_dim", "side_features")
 
 
 def check_resume(path: str | Path, spec: ModelSpec, data_path: Path) -> None:
     """Refuse to resume training from a checkpoint of other items or another architecture."""
-    restored = load(path)
-    check_same_items(restored.spec, spec.item_fingerprint, data_path, Path(path))
-    old, new = spec_values(restored.spec), spec_values(spec)
+    trained = open_checkpoint(path)
+    check_same_items(trained.spec, spec.item_fingerprint, data_path, Path(path))
+    old, new = spec_values(trained.spec), spec_values(spec)
     changed = [key for key in ARCHITECTURE if old[key] != new[key]]
     if changed:
         raise CheckpointError(

@@ -6,19 +6,28 @@ from recsys_seq.data import PreparedSequences
 
 
 def sequences(histories: list[list[int]], num_items: int | None = None) -> PreparedSequences:
-    """A leave-one-out PreparedSequences over the given item histories (user u = row u)."""
+    """A leave-one-out PreparedSequences over the given item histories (user u = row u),
+    with prep's rules: training events end at the validation target, and only they are
+    counted."""
     lengths = np.array([len(h) for h in histories], dtype=np.int64)
     offsets = np.zeros(len(histories) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
     items = np.concatenate([np.asarray(h, dtype=np.int64) for h in histories])
+    num_items = num_items or int(items.max())
+    train_end = lengths - 2  # the validation target's position
+    training = np.concatenate(
+        [np.asarray(h[:end]) for h, end in zip(histories, train_end, strict=True)]
+    )
     return PreparedSequences(
         items=items,
         offsets=offsets,
         users=np.arange(len(histories), dtype=np.int64),
         val_index=lengths - 2,
         test_index=lengths - 1,
+        train_end=train_end,
+        item_counts=np.bincount(training.astype(np.int64), minlength=num_items + 1),
         features={"category": items % 3 + 1},
-        meta={"items": num_items or int(items.max()), "item_fingerprint": "test"},
+        meta={"items": num_items, "item_fingerprint": "test"},
     )
 
 

@@ -131,7 +131,11 @@ RECORD_CHANGES = {
     "num_items-huge": ("model", "num_items", 10**12),
     "num_items-other-size": ("model", "num_items", 1999),
     "embedding_dim-zero": ("model", "embedding_dim", 0),
-    "unknown-model": ("model", "name", "evil"),
+    "name-not-a-label": ("model", "name", "x; rm -rf /"),
+    "unknown-encoder": ("model", "encoder", {"name": "evil"}),
+    "unknown-scorer": ("model", "scorer", {"name": "os.system"}),
+    "unknown-loss": ("model", "loss", {"name": "evil", "num_negatives": 1}),
+    "loss-that-cannot-train-the-scorer": ("model", "scorer", {"name": "target_attention"}),
     "ks-a-string": ("model", "ks", "10"),
     "unknown-key": ("model", "shell", "rm -rf /"),
     "dropout-one": ("model", "encoder", {"name": "self_attention", "dropout": 1.0}),
@@ -156,12 +160,12 @@ def test_bad_values_in_the_record_are_named(tmp_path, payload, change):
 
 
 def test_a_good_checkpoint_loads_its_weights(trained, payload):
-    restored = checkpoint.load(trained)
-    state = restored.model.state_dict()
+    opened = checkpoint.open_checkpoint(trained)
+    state = opened.build().state_dict()
     assert state.keys() == payload["state_dict"].keys()
     assert all(torch.equal(state[k], payload["state_dict"][k]) for k in state)
-    assert restored.spec.name == "sasrec"
-    assert Path(restored.data.path).is_absolute()
+    assert opened.spec.name == "sasrec"
+    assert Path(opened.data.path).is_absolute()
 
 
 def test_resume_refuses_a_checkpoint_of_another_vocabulary(tmp_path, demo_dir, payload):  # noqa: F811

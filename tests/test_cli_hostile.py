@@ -447,11 +447,13 @@ BAD_OPTIONS = [
     ),
     recommend_case("recommend k=ten", "k=ten", names=("k", "ten")),
     recommend_case("recommend k=0", "k=0", names=("k",)),
-    recommend_case("recommend device=tpu9", "device=tpu9", names=("device", "tpu9")),
     recommend_case(
-        "recommend device=cuda without a GPU",
-        "device=cuda",
-        names=("device", "cuda"),
+        "recommend trainer.accelerator=tpu9", "trainer.accelerator=tpu9", names=("accelerator",)
+    ),
+    recommend_case(
+        "recommend trainer.accelerator=cuda without a GPU",
+        "trainer.accelerator=cuda",
+        names=("accelerator", "not available"),
         marks=(pytest.mark.skipif(HAS_GPU, reason="this machine has a GPU"),),
     ),
     recommend_case("recommend stage=banana", "stage=banana", names=("stage", "banana")),

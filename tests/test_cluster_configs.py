@@ -6,7 +6,7 @@ from hydra.utils import instantiate
 from lightning.pytorch.plugins.environments import SLURMEnvironment, TorchElasticEnvironment
 from lightning.pytorch.utilities import rank_zero_only
 
-from recsys_seq.cli import runs
+from recsys_seq import configs
 
 SLURM_2_NODES_2_TASKS = {
     "SLURM_NTASKS": "4",
@@ -30,7 +30,7 @@ TORCHRUN_2_NODES_2_PROCS = {
 
 
 def trainer_for(overrides):
-    with initialize_config_dir(runs.CONF_DIR, version_base="1.3"):
+    with initialize_config_dir(configs.CONF_DIR, version_base="1.3"):
         cfg = compose("train", overrides=overrides)
     cfg.trainer.default_root_dir = "."
     return instantiate(cfg.trainer, logger=False)
@@ -57,7 +57,7 @@ def test_multi_node_ddp_reads_the_cluster_environment(monkeypatch, env, environm
 
 
 def test_slurm_sweep_launcher_composes():
-    with initialize_config_dir(runs.CONF_DIR, version_base="1.3"):
+    with initialize_config_dir(configs.CONF_DIR, version_base="1.3"):
         cfg = compose(
             "train",
             overrides=["hydra/launcher=slurm", "hydra.launcher.gpus_per_node=4", "trainer=ddp"],

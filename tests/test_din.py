@@ -1,4 +1,5 @@
-"""DIN target attention: masking, padding invariance, chunked scoring; sampled AUC/GAUC."""
+"""DIN (identity encoder + target-attention scorer + candidate BCE): masking, padding
+invariance, chunked scoring, training pairs; sampled AUC/GAUC."""
 
 import json
 
@@ -9,20 +10,38 @@ import torch
 from recsys_seq.cli.train import train
 from recsys_seq.data import PaddedBatchCollator, Stage, WindowDataset
 from recsys_seq.metrics import SampledAUC
-from recsys_seq.models import TargetAttention, TargetAttentionRecommender
+from recsys_seq.models import NextItemTask, build_model, model_spec
+from recsys_seq.models.encoders.identity import IdentityEncoder
+from recsys_seq.models.losses import CandidateBCELoss
+from recsys_seq.models.scorers import TargetAttentionScorer
+from recsys_seq.models.target_attention import TargetAttention
 from tests.helpers import random_histories, sequences
 from tests.test_train import demo_dir, train_config  # noqa: F401  (demo_dir is a fixture)
 
 NUM_ITEMS = 30
 
 
-def make_model(attention: str = "softmax", **kwargs) -> TargetAttentionRecommender:
+def make_model(attention: str = "softmax", **scorer) -> NextItemTask:
+    """conf/model/din.yaml's parts, small: D = 16, the category side feature summed in."""
     torch.manual_seed(0)
-    encoder = TargetAttention(16, hidden=(12, 6), attention=attention)
-    options = dict(
-        embedding_dim=16, mlp_hidden=(20, 8), side_features=("category",), side_embedding_dim=4
+    spec = model_spec(
+        {
+            "name": "din",
+            "encoder": {"name": "identity"},
+            "scorer": {
+                "name": "target_attention",
+                "hidden": [12, 6],
+                "attention": attention,
+                "mlp_hidden": [20, 8],
+                **scorer,
+            },
+            "loss": {"name": "candidate_bce"},
+            "num_items": NUM_ITEMS,
+            "embedding_dim": 16,
+            "side_features": {"category": 4},  # helpers: category = item % 3 + 1
+        }
     )
-    return TargetAttentionRecommender(NUM_ITEMS, encoder, **(options | kwargs)).eval()
+    return build_model(spec).eval()
 
 
 def batch_of(histories, indices, stage=Stage.TEST, pad_to=None):
@@ -35,9 +54,10 @@ def test_masked_positions_get_exactly_zero_weight(attention):
     model = make_model(attention)
     batch = batch_of(random_histories(6, NUM_ITEMS, 12), range(6))
     assert not batch["mask"].all()
-    keys, _ = model.embed_history(batch)
     with torch.no_grad():
-        weights = model.encoder(keys, model.item_embedding.weight[1:], batch["mask"][:, None])
+        keys = model.model.encode(batch)  # identity: the embedded events, PAD 0
+        unit = model.model.scorer.attention
+        weights = unit(keys, model.model.item_table[1:], batch["mask"][:, None])
     pad = ~batch["mask"][:, None].expand_as(weights)  # (B, C, T)
     assert (weights[pad] == 0).all()
     assert (weights[~pad] != 0).any()
@@ -77,13 +97,27 @@ def test_scores_do_not_depend_on_batch_mates_or_padding(attention, mates):
 def test_chunked_scoring_equals_unchunked():
     model = make_model()
     batch = batch_of(random_histories(5, NUM_ITEMS, 12, seed=2), range(5))
+    scorer = model.model.scorer
     with torch.no_grad():
-        model.eval_chunk_size = NUM_ITEMS
+        scorer.eval_chunk_size = NUM_ITEMS
         whole = model.score_next(batch)
-        model.eval_chunk_size = 7  # 30 items: chunks of 7, 7, 7, 7, 2
+        scorer.eval_chunk_size = 7  # 30 items: chunks of 7, 7, 7, 7, 2
         chunked = model.score_next(batch)
     assert whole.shape == (5, NUM_ITEMS + 1)
     assert torch.allclose(chunked, whole, atol=1e-6)
+
+
+def test_all_item_scores_equal_candidate_scores_on_the_whole_window():
+    """score_all (evaluation) and score (training, here with nothing cut off) agree."""
+    model = make_model()
+    batch = batch_of(random_histories(4, NUM_ITEMS, 12, seed=4), range(4))
+    candidates = torch.randint(1, NUM_ITEMS + 1, (4, 9))
+    with torch.no_grad():
+        everything = model.score_next(batch)
+        states = model.model.encode(batch)
+        some = model.model.score(states, batch["mask"][:, None], candidates)
+    assert torch.allclose(some, everything.gather(1, candidates), atol=1e-5)
+    assert (everything[:, 0] == torch.finfo(everything.dtype).min).all()  # PAD's column
 
 
 @pytest.mark.filterwarnings("ignore:You are trying to `self.log\\(\\)`")
@@ -93,18 +127,20 @@ def test_training_pairs_and_no_gradient_reaches_pad():
     dataset = WindowDataset(sequences(histories, NUM_ITEMS), Stage.TRAIN, 16)
     batch = PaddedBatchCollator()(dataset.__getitems__(list(range(len(dataset)))))
     assert not batch["mask"].all()
-    cut, candidates = model.sample_training_pairs(batch)
+    cut, candidates = model.loss.sample(batch)
     assert ((cut >= 1) & (cut <= batch["lengths"][:, None])).all()
     assert (candidates[..., 0] == batch["targets"].gather(1, cut - 1)).all()
     negatives = candidates[..., 1:]
     assert ((negatives >= 1) & (negatives <= NUM_ITEMS)).all()
     assert (negatives != candidates[..., :1]).all()
     model.training_step(batch, 0).backward()
-    grad = model.item_embedding.weight.grad
+    embedder = model.model.embedder
+    grad = embedder.items.weight.grad
     assert grad[0].abs().max() == 0
     assert grad[1:].abs().sum() > 0
-    for table in model.side_embedding.values():
+    for table in embedder.features.values():
         assert table.weight.grad[0].abs().max() == 0
+        assert table.weight.grad[1:].abs().sum() > 0
 
 
 def reference_auc(positive, negatives, weight):
@@ -149,7 +185,11 @@ def test_fast_dev_run_through_the_real_config(tmp_path, demo_dir):  # noqa: F811
         "data.sampled_negatives=100",
     )
     metrics, objects = train(cfg)
-    assert isinstance(objects["model"], TargetAttentionRecommender)
+    task = objects["model"]
+    assert isinstance(task, NextItemTask) and task.spec.name == "din"
+    assert isinstance(task.model.encoder, IdentityEncoder)
+    assert isinstance(task.model.scorer, TargetAttentionScorer)
+    assert isinstance(task.loss, CandidateBCELoss)
     written = json.loads((tmp_path / "metrics.json").read_text())
     for key in ("test/ndcg@10", "test/hr@10", "test/sampled100/auc", "test/sampled100/gauc"):
         assert 0.0 <= written[key] <= 1.0, key

@@ -1,4 +1,4 @@
-"""Two CPU processes (gloo DDP) train and evaluate exactly like one."""
+"""Two CPU processes (gloo DDP) train, evaluate and recommend exactly like one."""
 
 import json
 import os
@@ -6,11 +6,18 @@ import subprocess
 import sys
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from recsys_seq.cli.evaluate import evaluate
+from recsys_seq.cli.recommend import recommend
 from recsys_seq.cli.train import train
-from tests.test_train import compose_config, demo_dir, train_config  # noqa: F401 (fixture)
+from tests.test_train import (  # noqa: F401 (fixture)
+    compose_config,
+    demo_dir,
+    short_checkpoint,
+    train_config,
+)
 
 DDP_SPAWN = ["trainer=ddp_cpu", "trainer.devices=2", "trainer.strategy=ddp_spawn"]
 SHORT = ["trainer.max_epochs=1", "trainer.limit_train_batches=4", "callbacks.early_stopping=null"]
@@ -65,3 +72,21 @@ def test_command_line_ddp_writes_one_run_folder(tmp_path, demo_dir):  # noqa: F8
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert {"test/ndcg@10", "popularity/test/ndcg@10"} <= metrics.keys()
     assert not (tmp_path / "outputs").exists(), "a child process created its own run folder"
+
+
+@pytest.mark.slow
+def test_two_processes_recommend_exactly_what_one_does(tmp_path, demo_dir):  # noqa: F811
+    """Trainer.predict shards the users over the ranks; the parts join into the same table."""
+    checkpoint = short_checkpoint(tmp_path / "run", demo_dir)
+    frames = {}
+    for name, extra in (("one", []), ("two", DDP_SPAWN)):
+        output = tmp_path / name / "recs.parquet"
+        cfg = compose_config(
+            "recommend", tmp_path / name, [f"ckpt_path={checkpoint}", f"output={output}", *extra]
+        )
+        frames[name], info = recommend(cfg, show_progress=False)
+        assert pl.read_parquet(output).equals(frames[name])
+        assert [p.name for p in output.parent.iterdir()] == ["recs.parquet"]  # no parts left
+    assert frames["two"]["user_id"].n_unique() == info["users"] > 0
+    assert frames["two"].drop("score").equals(frames["one"].drop("score"))
+    assert frames["two"]["score"].to_numpy() == pytest.approx(frames["one"]["score"].to_numpy())

@@ -4,11 +4,11 @@ from pathlib import Path
 
 import pytest
 
-from recsys_seq.cli import runs
+from recsys_seq import configs
 from recsys_seq.cli.train import train
 from tests.test_train import compose_config
 
-EXPERIMENTS = sorted(p.stem for p in (Path(runs.CONF_DIR) / "experiment").glob("*.yaml"))
+EXPERIMENTS = sorted(p.stem for p in (Path(configs.CONF_DIR) / "experiment").glob("*.yaml"))
 
 
 @pytest.mark.shared_data

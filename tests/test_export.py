@@ -5,8 +5,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from recsys_seq.export import NextItemScorer, example_inputs, export, model_from_checkpoint
-from recsys_seq.models import GRUEncoder
+from recsys_seq import checkpoint as checkpoints
+from recsys_seq.cli.export import NextItemScorer, example_inputs, export
+from recsys_seq.models import build_model, model_spec
+from recsys_seq.models.encoders.gru import GRUEncoder
 from recsys_seq.options import OptionError
 from tests.test_train import compose_config, demo_dir, short_checkpoint  # noqa: F401 (fixture)
 
@@ -36,7 +38,7 @@ def test_exported_program_matches_eager_model(tmp_path, checkpoint, suffix, excl
         tmp_path,
         [f"ckpt_path={checkpoint}", f"output={output}", f"exclude_history={exclude}"],
     )
-    if suffix == ".pt2" and isinstance(model_from_checkpoint(checkpoint)[0].encoder, GRUEncoder):
+    if suffix == ".pt2" and isinstance(checkpoints.load(checkpoint).model.encoder, GRUEncoder):
         with pytest.raises(OptionError, match="unrolls nn.GRU.*pt"):
             export(cfg)
         assert not list(tmp_path.glob("*.pt2"))
@@ -45,7 +47,7 @@ def test_exported_program_matches_eager_model(tmp_path, checkpoint, suffix, excl
     assert [p.name for p in tmp_path.iterdir() if p.suffix == suffix] == [output.name]
     program = load(output)
 
-    eager, _ = model_from_checkpoint(checkpoint)  # rebuilt independently of the export
+    eager = checkpoints.load(checkpoint)  # rebuilt independently of the export
     eager.exclude_history = exclude
     for seed, (batch_size, length) in enumerate(SHAPES):
         items, mask = example_inputs(result["scorer"], batch_size, length, seed=seed)
@@ -54,7 +56,7 @@ def test_exported_program_matches_eager_model(tmp_path, checkpoint, suffix, excl
         )  # (B, N + 1)
         with torch.no_grad():
             got = program(items, mask)
-        assert got.shape == (batch_size, eager.hparams["num_items"] + 1)
+        assert got.shape == (batch_size, eager.spec.num_items + 1)
         torch.testing.assert_close(got, expected, atol=1e-5, rtol=0)
         assert torch.isneginf(got[:, 0]).all()
         if exclude:
@@ -67,5 +69,16 @@ def test_only_sequential_models_and_known_formats(tmp_path, checkpoint):
     )
     with pytest.raises(OptionError, match="pt2"):
         export(cfg)
-    with pytest.raises(TypeError, match="sasrec and gru"):
-        NextItemScorer(torch.nn.Linear(2, 2))
+    din = build_model(
+        model_spec(
+            {
+                "name": "din",
+                "num_items": 5,
+                "encoder": {"name": "identity"},
+                "scorer": {"name": "target_attention"},
+                "loss": {"name": "candidate_bce"},
+            }
+        )
+    )
+    with pytest.raises(TypeError, match="dot-product scorer"):
+        NextItemScorer(din.model)

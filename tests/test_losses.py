@@ -8,77 +8,144 @@ import torch
 import torch.nn.functional as F
 
 from recsys_seq.data import IGNORE_INDEX
-from recsys_seq.models.losses import BinaryCrossEntropyLoss, FullSoftmaxLoss, SampledSoftmaxLoss
+from recsys_seq.models import ItemEmbedder, NextItemModel
+from recsys_seq.models.encoders.identity import IdentityEncoder
+from recsys_seq.models.losses import (
+    BinaryCrossEntropyLoss,
+    CandidateBCELoss,
+    FullSoftmaxLoss,
+    SampledSoftmaxLoss,
+)
+from recsys_seq.models.scorers import DotProductScorer
 
 N, D = 20, 8
+COUNTS = np.arange(N + 1)  # popularity grows with the index; PAD 0
 
 
 def inputs(seed=0):
+    """``states (3, 5, D)``, a batch whose rows hold 5, 3 and 1 real positions, and a
+    dot-product model whose item table (PAD row included) is random."""
     g = torch.Generator().manual_seed(seed)
-    hidden = torch.randn(3, 5, D, generator=g)
+    states = torch.randn(3, 5, D, generator=g)
     items = torch.randn(N + 1, D, generator=g)
     targets = torch.randint(1, N + 1, (3, 5), generator=g)
     targets[1, 3:] = IGNORE_INDEX
     targets[2, 1:] = IGNORE_INDEX
-    return hidden, targets, items
-
-
-def fitted(loss):
-    loss.fit_items(np.arange(N + 1))  # popularity grows with the index; PAD 0
-    return loss
+    mask = targets != IGNORE_INDEX
+    batch = {"targets": targets, "mask": mask, "lengths": mask.sum(1)}
+    embedder = ItemEmbedder(N, D, {})
+    with torch.no_grad():
+        embedder.items.weight.copy_(items)  # a non-zero PAD row: losses must skip it anyway
+    model = NextItemModel(embedder, IdentityEncoder(), DotProductScorer())
+    return states, batch, model
 
 
 @pytest.mark.parametrize(
     "loss",
     [
         FullSoftmaxLoss(),
-        fitted(SampledSoftmaxLoss(8, "uniform")),
-        fitted(SampledSoftmaxLoss(8, "popularity")),
-        fitted(BinaryCrossEntropyLoss(2)),
+        SampledSoftmaxLoss(8, "uniform", item_counts=COUNTS),
+        SampledSoftmaxLoss(8, "popularity", item_counts=COUNTS),
+        BinaryCrossEntropyLoss(2, item_counts=COUNTS),
+        CandidateBCELoss(N, num_negatives=4, cuts_per_window=3),
     ],
-    ids=["full", "sampled_uniform", "sampled_popularity", "bce"],
+    ids=["full", "sampled_uniform", "sampled_popularity", "bce", "candidate_bce"],
 )
 def test_pad_positions_do_not_change_the_loss(loss):
-    hidden, targets, items = inputs()
+    states, batch, model = inputs()
     torch.manual_seed(1)
-    before = loss(hidden, targets, items)
-    scrambled = hidden.clone()
-    scrambled[targets == IGNORE_INDEX] = 1e3  # garbage in PAD slots
+    before = loss(states, batch, model)
+    scrambled = states.clone()
+    scrambled[~batch["mask"]] = 1e3  # garbage in PAD slots
     torch.manual_seed(1)
-    after = loss(scrambled, targets, items)
+    after = loss(scrambled, batch, model)
     assert torch.isfinite(before) and torch.allclose(before, after)
 
 
 def test_full_softmax_is_cross_entropy_over_real_items():
-    hidden, targets, items = inputs()
-    logits = hidden @ items[1:].T  # PAD excluded from the classes
+    states, batch, model = inputs()
+    targets = batch["targets"]
+    logits = states @ model.item_table[1:].T  # PAD excluded from the classes
     real = targets != IGNORE_INDEX
     expected = F.cross_entropy(logits[real], targets[real] - 1)
-    assert torch.allclose(FullSoftmaxLoss()(hidden, targets, items), expected, atol=1e-6)
+    assert torch.allclose(FullSoftmaxLoss()(states, batch, model), expected, atol=1e-6)
 
 
 def test_sampled_softmax_with_all_items_as_negatives_approaches_full_softmax():
     """Uniform log-Q is a constant shift, so with every item drawn the losses coincide
     (up to the duplicates of sampling with replacement)."""
-    hidden, targets, items = inputs()
-    loss = fitted(SampledSoftmaxLoss(20_000, "uniform"))
+    states, batch, model = inputs()
+    loss = SampledSoftmaxLoss(20_000, "uniform", item_counts=COUNTS)
     torch.manual_seed(0)
-    sampled = loss(hidden, targets, items)
-    full = FullSoftmaxLoss()(hidden, targets, items)
+    sampled = loss(states, batch, model)
+    full = FullSoftmaxLoss()(states, batch, model)
     # each item appears ~1000 times among the negatives: log(1000) shift, same ranking signal
     assert abs((sampled - full).item() - math.log(1000)) < 0.2
 
 
+def test_log_q_correction_makes_popularity_sampling_estimate_the_full_softmax():
+    """With the log-Q correction, K negatives drawn by popularity q estimate K times the full
+    partition function: ``sum_k exp(s_k) / q_k ~ K * sum_i exp(s_i)``. The loss then
+    converges to ``-log(a / (a + K * sum_{i != t} exp(s_i)))`` with ``a = exp(s_t) / q_t``
+    (accidental hits of the target are removed), whatever q is; without the correction it
+    would converge to the same expression with ``a = exp(s_t)`` and ``exp(s_i)`` weighted by
+    ``q_i``, which is far from it here."""
+    states, batch, model = inputs()
+    K = 200_000
+    loss = SampledSoftmaxLoss(K, "popularity", item_counts=COUNTS)
+    torch.manual_seed(0)
+    sampled = loss(states, batch, model).item()
+
+    real = batch["mask"]
+    scores = (states[real] @ model.item_table.T).double().exp()[:, 1:]  # (R, N) exp(s_i)
+    target = batch["targets"][real] - 1  # (R,) column of the target
+    q = torch.as_tensor(COUNTS[1:] / COUNTS.sum(), dtype=torch.float64)  # (N,)
+    others = torch.ones_like(scores).scatter(1, target[:, None], 0.0)  # i != t
+
+    def limit(positive: torch.Tensor, weights: torch.Tensor) -> float:
+        rest = K * (scores * weights * others).sum(1)
+        return torch.log1p(rest / positive).mean().item()
+
+    corrected = limit(scores.gather(1, target[:, None])[:, 0] / q[target], torch.ones(N))
+    uncorrected = limit(scores.gather(1, target[:, None])[:, 0], q)
+    assert sampled == pytest.approx(corrected, abs=0.05)
+    assert abs(uncorrected - corrected) > 0.4, "the correction must matter for this test"
+
+
+def test_candidate_bce_is_binary_cross_entropy_of_the_scorer_at_each_cut():
+    """DIN's objective with any scorer; with the dot product, a candidate's logit is its dot
+    with the state after the last visible event, ``states[b, cut - 1]``."""
+    states, batch, model = inputs()
+    loss = CandidateBCELoss(N, num_negatives=5, cuts_per_window=4)
+    torch.manual_seed(3)
+    cut, candidates = loss.sample(batch)  # (B, S), (B, S, 1 + K)
+    torch.manual_seed(3)
+    value = loss(states, batch, model)
+    assert ((cut >= 1) & (cut <= batch["lengths"][:, None])).all()
+    assert (candidates[..., 0] == batch["targets"].gather(1, cut - 1)).all()
+    summary = states.gather(1, (cut - 1)[..., None].expand(-1, -1, D))  # (B, S, D)
+    logits = (summary[:, :, None] * model.item_table[candidates]).sum(-1)  # (B, S, 1 + K)
+    labels = torch.zeros_like(logits)
+    labels[..., 0] = 1.0
+    expected = F.binary_cross_entropy_with_logits(logits, labels)
+    assert torch.allclose(value, expected, atol=1e-6)
+
+
 def test_negatives_never_include_pad():
-    loss = SampledSoftmaxLoss(4, "popularity")
-    loss.fit_items(np.r_[50, np.ones(N - 1), 30])  # PAD's count must be ignored
+    counts = np.r_[50, np.ones(N - 1), 30]  # PAD's count must be ignored
+    loss = SampledSoftmaxLoss(4, "popularity", item_counts=counts)
     drawn = loss.draw((10_000,))
     assert drawn.min() >= 1 and drawn.max() <= N
     # popularity: the most popular item is drawn most often
     assert torch.bincount(drawn, minlength=N + 1).argmax() == N
+    uniform = BinaryCrossEntropyLoss(1, item_counts=counts).draw((10_000,))
+    assert uniform.min() >= 1 and uniform.max() <= N
 
 
-def test_negative_sampling_requires_item_counts():
-    hidden, targets, items = inputs()
-    with pytest.raises(RuntimeError, match="fit_items"):
-        SampledSoftmaxLoss(4)(hidden, targets, items)
+@pytest.mark.parametrize(
+    "loss", [SampledSoftmaxLoss(4), BinaryCrossEntropyLoss(1)], ids=["sampled_softmax", "bce"]
+)
+def test_negative_sampling_requires_item_counts(loss):
+    states, batch, model = inputs()
+    with pytest.raises(RuntimeError, match="item counts"):
+        loss(states, batch, model)

@@ -4,34 +4,48 @@ import pytest
 import torch
 
 from recsys_seq.data import PaddedBatchCollator, Stage, WindowDataset
-from recsys_seq.models import (
-    GRUEncoder,
-    PopularityRecommender,
-    SelfAttentionEncoder,
-    SequentialRecommender,
-)
+from recsys_seq.models import NextItemTask, PopularityRecommender, build_model, model_spec
 from tests.helpers import random_histories, sequences
 
 NUM_ITEMS = 30
 
 
 ENCODERS = {
-    "sasrec": lambda: SelfAttentionEncoder(d_model=16, max_len=16, num_layers=2, num_heads=2),
-    "sasrec_from_end": lambda: SelfAttentionEncoder(
-        d_model=16, max_len=16, num_layers=2, num_heads=2, positions="from_end"
-    ),
-    "gru": lambda: GRUEncoder(d_model=16, hidden_size=24, num_layers=2),
+    "sasrec": {"name": "self_attention", "max_len": 16, "num_layers": 2, "num_heads": 2},
+    "sasrec_from_end": {
+        "name": "self_attention",
+        "max_len": 16,
+        "num_layers": 2,
+        "num_heads": 2,
+        "positions": "from_end",
+    },
+    "gru": {"name": "gru", "hidden_size": 24, "num_layers": 2},
 }
 
 
-def make_model(kind: str = "sasrec") -> SequentialRecommender:
+def make_model(kind: str = "sasrec", **values) -> NextItemTask:
+    """A dot-product model over the ``kind`` encoder, D = 16, in eval mode."""
     torch.manual_seed(0)
-    return SequentialRecommender(NUM_ITEMS, ENCODERS[kind](), embedding_dim=16).eval()
+    spec = model_spec(
+        {
+            "name": kind,
+            "encoder": ENCODERS[kind],
+            "num_items": NUM_ITEMS,
+            "embedding_dim": 16,
+            **values,
+        }
+    )
+    return build_model(spec).eval()
 
 
 def eval_batch(histories, indices, pad_to=None, max_len=16):
     dataset = WindowDataset(sequences(histories, NUM_ITEMS), Stage.TEST, max_len)
     return PaddedBatchCollator(pad_to)(dataset.__getitems__(list(indices)))
+
+
+def train_batch(histories, max_len=16):
+    dataset = WindowDataset(sequences(histories, NUM_ITEMS), Stage.TRAIN, max_len)
+    return PaddedBatchCollator()(dataset.__getitems__(list(range(len(dataset)))))
 
 
 @pytest.mark.parametrize("kind", ENCODERS)
@@ -55,11 +69,12 @@ def test_self_attention_cannot_see_the_future():
     model = make_model()
     items = torch.tensor([[3, 5, 7, 9, 11]])
     mask = torch.ones_like(items, dtype=torch.bool)
+    lengths = torch.tensor([5])
     changed = items.clone()
     changed[0, 3] = 2
     with torch.no_grad():
-        before = model.encode({"items": items, "mask": mask})
-        after = model.encode({"items": changed, "mask": mask})
+        before = model.model.encode({"items": items, "mask": mask, "lengths": lengths})
+        after = model.model.encode({"items": changed, "mask": mask, "lengths": lengths})
     assert torch.allclose(before[:, :3], after[:, :3], atol=1e-6)
     assert not torch.allclose(before[:, 3], after[:, 3])
 
@@ -68,28 +83,41 @@ def test_gru_equals_an_unbatched_run_per_sequence():
     model = make_model("gru")
     histories = random_histories(6, NUM_ITEMS, 12, seed=1)
     batch = eval_batch(histories, range(6))
+    encoder = model.model.encoder
     with torch.no_grad():
-        batched = model.encode(batch)
+        batched = model.model.encode(batch)
         for row, length in enumerate(batch["lengths"].tolist()):
-            x = model.item_embedding(batch["items"][row : row + 1, :length])
-            alone, _ = model.encoder.gru(x)
-            expected = model.encoder.out(alone)[0]
+            x = model.model.embedder({"items": batch["items"][row : row + 1, :length]})
+            alone, _ = encoder.gru(x)
+            expected = encoder.out(alone)[0]
             assert torch.allclose(batched[row, :length], expected, atol=1e-6)
 
 
+@pytest.mark.filterwarnings("ignore:You are trying to `self.log\\(\\)`")
 @pytest.mark.parametrize("kind", ENCODERS)
 def test_pad_outputs_are_zero_and_pad_gets_no_gradient(kind):
     model = make_model(kind).train()
-    histories = random_histories(8, NUM_ITEMS, 12)
-    dataset = WindowDataset(sequences(histories, NUM_ITEMS), Stage.TRAIN, 16)
-    batch = PaddedBatchCollator()(dataset.__getitems__(list(range(len(dataset)))))
+    batch = train_batch(random_histories(8, NUM_ITEMS, 12))
     assert not batch["mask"].all(), "the batch must contain padding for this test to mean anything"
-    hidden = model.encode(batch)
+    hidden = model.model.encode(batch)
     assert hidden[~batch["mask"]].abs().max() == 0
     model.training_step(batch, 0).backward()
-    grad = model.item_embedding.weight.grad
+    grad = model.model.embedder.items.weight.grad
     assert grad[0].abs().max() == 0
     assert grad[1:].abs().sum() > 0
+
+
+def test_side_features_are_summed_into_the_event_embedding():
+    model = make_model(side_features={"category": 4})  # helpers: category = item % 3 + 1
+    batch = eval_batch(random_histories(5, NUM_ITEMS, 12, seed=3), range(5))
+    assert not batch["mask"].all()
+    embedder = model.model.embedder
+    with torch.no_grad():
+        events = embedder(batch)  # (B, T, D)
+        expected = embedder.items(batch["items"]) + embedder.features["category"](batch["category"])
+    assert torch.equal(events, expected)
+    assert (events[~batch["mask"]] == 0).all()  # PAD row 0 of every table is exactly 0
+    assert (events[batch["mask"]] != 0).any()
 
 
 def test_pad_is_never_ranked():
@@ -98,11 +126,12 @@ def test_pad_is_never_ranked():
     with torch.no_grad():
         scores = model.ranking_scores(batch)
     assert torch.isneginf(scores[:, 0]).all()
+    assert torch.isfinite(scores[:, 1:]).all()
 
 
 def test_history_exclusion_scores_history_minus_infinity():
-    model = make_model()
-    model.exclude_history = True
+    model = make_model(exclude_history=True)
+    assert model.exclude_history
     batch = eval_batch([[1, 2, 3, 4], [5, 6, 7, 8]], [0, 1])
     with torch.no_grad():
         scores = model.ranking_scores(batch)

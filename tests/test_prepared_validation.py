@@ -25,7 +25,7 @@ import pytest
 from data_prep import prepare, schema
 from data_prep.errors import UserError
 from recsys_seq.data import PreparedSequences
-from recsys_seq.data.validate import PreparedDataError
+from recsys_seq.data.checking import PreparedDataError
 
 SEQ, ITEMS, USERS, META, PNG = (
     schema.SEQUENCES_FILE,

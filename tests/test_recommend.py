@@ -10,8 +10,9 @@ import torch
 from data_prep import schema
 from data_prep.publish import OutputRefused
 from recsys_seq.checkpoint import VocabularyMismatch
-from recsys_seq.cli.recommend import UnknownUsers, read_user_ids, recommend, to_frame
+from recsys_seq.cli.recommend import UnknownUsers, read_user_ids, recommend
 from recsys_seq.metrics import target_rank
+from recsys_seq.serving import to_frame
 from tests.test_train import compose_config, demo_dir, short_checkpoint  # noqa: F401 (fixture)
 
 K = 10
@@ -27,7 +28,7 @@ def recommend_config(tmp_path: Path, ckpt: Path, *overrides: str):
     return compose_config(
         "recommend",
         tmp_path,
-        [f"ckpt_path={ckpt}", f"k={K}", "device=cpu", "batch_size=200", *overrides],
+        [f"ckpt_path={ckpt}", f"k={K}", "batch_size=200", *overrides],
     )
 
 

@@ -58,8 +58,9 @@ def test_report_table_and_plots(sweep, capsys):
 def test_curves_have_one_point_per_epoch(sweep):
     result = report(sweep)
     for run in result["runs"]:
+        assert run.monitor == "ndcg@10"  # model.monitor in conf/model/recommender.yaml
         assert run.curve["epoch"].to_list() == [0, 1]
-        assert run.curve["val/ndcg@10"].is_between(0, 1).all()
+        assert run.curve["value"].is_between(0, 1).all()
 
 
 def test_a_single_run_folder_and_an_empty_folder(sweep, tmp_path, capsys):

@@ -1,12 +1,14 @@
 """Properties of the bucket batch sampler over random lengths and world sizes 1-8."""
 
+import json
 from collections import Counter
 
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from recsys_seq.data import BucketBatchSampler
+from recsys_seq.data import BucketBatchSampler, SequenceDataModule
+from tests.test_train import demo_dir  # noqa: F401 (fixture)
 
 lengths_st = st.lists(st.integers(1, 300), min_size=1, max_size=400)
 world_st = st.integers(1, 8)
@@ -72,3 +74,13 @@ def test_bucketed_batches_have_near_equal_lengths():
         real += lengths[batch].sum()
         slots += len(batch) * lengths[batch].max()
     assert real / slots >= 0.95
+
+
+def test_the_datamodule_takes_prep_suggested_buckets_when_asked(demo_dir):  # noqa: F811
+    suggested = json.loads((demo_dir / "meta.json").read_text())["suggested_buckets"]
+    chosen = SequenceDataModule(demo_dir, max_len=30, boundaries="suggested")
+    assert chosen.bucket_boundaries() == [b for b in suggested if b < 30] + [30]
+    assert SequenceDataModule(demo_dir, max_len=30).bucket_boundaries() is None  # geometric
+    assert SequenceDataModule(demo_dir, boundaries=[4, 9]).bucket_boundaries() == [4, 9]
+    loader = chosen.dataloader("train", num_replicas=1, rank=0)
+    assert loader.batch_sampler.boundaries.tolist() == chosen.bucket_boundaries()

@@ -10,8 +10,8 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import open_dict
 
 from data_prep.demo import prepare_demo
+from recsys_seq import configs
 from recsys_seq.checkpoint import VocabularyMismatch
-from recsys_seq.cli import runs
 from recsys_seq.cli.evaluate import evaluate
 from recsys_seq.cli.train import train
 from recsys_seq.options import OptionError
@@ -23,7 +23,7 @@ def demo_dir(tmp_path_factory) -> Path:
 
 
 def compose_config(name: str, run_dir: Path, overrides: list[str]):
-    with initialize_config_dir(runs.CONF_DIR, version_base="1.3"):
+    with initialize_config_dir(configs.CONF_DIR, version_base="1.3"):
         cfg = compose(name, overrides=overrides, return_hydra_config=True)
     HydraConfig().set_config(cfg)  # resolves ${hydra:...} as in a real run
     with open_dict(cfg):

@@ -31,25 +31,30 @@ from recsys_seq.bench.report import print_rows, write_rows
 from recsys_seq.data import (
     BucketBatchSampler,
     PaddedBatchCollator,
-    PreparedSequences,
-    Stage,
+    SequenceDataModule,
     WindowDataset,
 )
 from recsys_seq.data.shared import SHARED_DATASETS, prepared
-from recsys_seq.models import SelfAttentionEncoder, SequentialRecommender
+from recsys_seq.models import build_model, model_spec
 
 STRATEGIES = ("fixed_max_len", "random_dynamic", "bucketed", "bucketed_token_budget")
 
 
-def loader(dataset: WindowDataset, strategy: str, batch_size: int, seed: int) -> DataLoader:
+def loader(
+    dataset: WindowDataset, strategy: str, batch_size: int, boundaries: list[int] | None, seed: int
+) -> DataLoader:
+    """``boundaries``: the buckets the datamodule uses (None: the sampler's own)."""
     generator = torch.Generator().manual_seed(seed)
     random_batches = BatchSampler(RandomSampler(dataset, generator=generator), batch_size, False)
+    budget = int(batch_size * dataset.lengths.mean())
     samplers = {
         "fixed_max_len": random_batches,
         "random_dynamic": random_batches,
-        "bucketed": BucketBatchSampler(dataset.lengths, batch_size=batch_size, seed=seed),
+        "bucketed": BucketBatchSampler(
+            dataset.lengths, batch_size=batch_size, boundaries=boundaries, seed=seed
+        ),
         "bucketed_token_budget": BucketBatchSampler(
-            dataset.lengths, max_tokens=int(batch_size * dataset.lengths.mean()), seed=seed
+            dataset.lengths, max_tokens=budget, boundaries=boundaries, seed=seed
         ),
     }
     pad_to = dataset.max_len if strategy == "fixed_max_len" else None
@@ -63,8 +68,9 @@ def train_step_rate(
 ) -> tuple[float, float, float]:
     """Sequences/s, real tokens/s and seconds per step of SASRec training on ``batches``."""
     torch.manual_seed(0)
-    encoder = SelfAttentionEncoder(d_model=64, max_len=max_len, num_layers=2, num_heads=2)
-    model = SequentialRecommender(num_items, encoder, embedding_dim=64)
+    encoder = {"name": "self_attention", "max_len": max_len, "num_layers": 2, "num_heads": 2}
+    spec = model_spec({"name": "sasrec", "encoder": encoder, "num_items": num_items})
+    model = build_model(spec)
     model.log = lambda *args, **kwargs: None  # no Trainer here: measure the step itself
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
 
@@ -91,16 +97,16 @@ def train_step_rate(
 def measure(
     name: str, path: Path, max_len: int, batch_size: int, budget_s: float, strategies: Iterable[str]
 ) -> list[dict]:
-    data = PreparedSequences.load(path)
-    dataset = WindowDataset(data, Stage.TRAIN, max_len)
+    datamodule = SequenceDataModule(path, max_len=max_len)
+    dataset, boundaries = datamodule.dataset("train"), datamodule.bucket_boundaries()
     rows = []
     for strategy in strategies:
         start = time.perf_counter()
-        batches = list(loader(dataset, strategy, batch_size, seed=0))
+        batches = list(loader(dataset, strategy, batch_size, boundaries, seed=0))
         load_s = time.perf_counter() - start
         real = sum(int(b["lengths"].sum()) for b in batches)
         slots = sum(b["items"].numel() for b in batches)
-        seq_s, tok_s, step_s = train_step_rate(batches, data.num_items, max_len, budget_s)
+        seq_s, tok_s, step_s = train_step_rate(batches, datamodule.num_items, max_len, budget_s)
         load_per_batch = load_s / len(batches)
         rows.append(
             {

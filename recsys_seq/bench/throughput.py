@@ -19,25 +19,23 @@ from pathlib import Path
 import torch
 from hydra import compose, initialize_config_dir
 
+from recsys_seq import configs
 from recsys_seq.bench.report import print_rows, write_rows
-from recsys_seq.cli import runs
 from recsys_seq.data import SequenceDataModule
 from recsys_seq.data.shared import by_name, prepared
-from recsys_seq.models.registry import build_model
+from recsys_seq.models import build_model
 
 PRECISIONS = {"fp32": None, "bf16": torch.bfloat16}
 
 
 def build(model_name: str, datamodule: SequenceDataModule, device: str):
-    with initialize_config_dir(runs.CONF_DIR, version_base="1.3"):
+    with initialize_config_dir(configs.CONF_DIR, version_base="1.3"):
         cfg = compose(
             "train", overrides=[f"model={model_name}", f"data.max_len={datamodule.max_len}"]
         )
-    model = build_model(runs.spec_for_data(runs.model_values(cfg.model), datamodule))
+    spec = configs.spec_for_data(configs.model_values(cfg.model), datamodule)
+    model = build_model(spec, datamodule.facts())
     model.log = lambda *args, **kwargs: None  # no Trainer: measure the step itself
-    loss = getattr(model, "loss", None)  # negative-sampling losses need the item counts
-    if hasattr(loss, "fit_items"):
-        loss.fit_items(datamodule.data.train_item_counts())
     return model.to(device).train()
 
 

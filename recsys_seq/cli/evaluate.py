@@ -21,16 +21,18 @@ from omegaconf import DictConfig
 
 from data_prep.errors import exit_on_user_error, run_command
 from data_prep.publish import claim_run_folder
-from recsys_seq import checkpoint
+from recsys_seq import checkpoint, configs
 from recsys_seq.cli import runs
+from recsys_seq.cli.trainer import build_trainer, check_trainer, trainer_errors
 from recsys_seq.data import SequenceDataModule
+from recsys_seq.data.options import data_options
+from recsys_seq.models import ModelSpec, NextItemTask
 from recsys_seq.options import as_plain
-from recsys_seq.spec import ModelSpec, check_trainer, data_options
 
 
 def restore(
     ckpt_path: str | Path, data_overrides: DictConfig | dict | None = None
-) -> tuple[Any, SequenceDataModule, ModelSpec]:
+) -> tuple[NextItemTask, SequenceDataModule, ModelSpec]:
     """Rebuild a checkpoint's model and its datamodule (the trained data options with the
     non-null ``data_overrides`` merged in), refusing data with another item vocabulary and
     windows longer than the model reads. Nothing is prepared or written: the data folder
@@ -39,15 +41,15 @@ def restore(
     Returns:
         ``(model, datamodule, spec)``; the model holds the checkpoint's weights.
     """
-    restored = checkpoint.load(ckpt_path)
-    overrides = {k: v for k, v in runs.plain(data_overrides).items() if v is not None}
-    data = data_options({**as_plain(restored.data), **overrides, "source": None})
-    runs.check_max_len(restored.spec, data.max_len)
+    trained = checkpoint.open_checkpoint(ckpt_path)
+    overrides = {k: v for k, v in configs.plain(data_overrides).items() if v is not None}
+    data = data_options({**as_plain(trained.data), **overrides, "source": None})
+    configs.check_max_len(trained.spec, data.max_len)
     datamodule = runs.build_datamodule(data)
     checkpoint.check_same_items(
-        restored.spec, datamodule.meta["item_fingerprint"], datamodule.path, Path(ckpt_path)
+        trained.spec, datamodule.meta["item_fingerprint"], datamodule.path, Path(ckpt_path)
     )
-    return restored.model, datamodule, restored.spec
+    return trained.build(datamodule.facts()), datamodule, trained.spec
 
 
 @dataclass(frozen=True)
@@ -63,13 +65,13 @@ def evaluate(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, Any]]:
     """Test the checkpoint ``cfg.ckpt_path``; returns ``(metrics, objects)`` like ``train``."""
     runs.quiet_console()
     options = runs.command_options(EvalOptions, cfg)
-    check_trainer(runs.plain(cfg.trainer))
+    check_trainer(configs.plain(cfg.trainer))
     model, datamodule, spec = restore(options.ckpt_path, cfg.get("data"))
     if options.exclude_history is not None:
         model.exclude_history = options.exclude_history
-    trainer = runs.build_trainer(cfg.trainer, logger=False, enable_checkpointing=False)
+    trainer = build_trainer(cfg.trainer, logger=False, enable_checkpointing=False)
     metrics: dict[str, Any] = {}
-    with runs.trainer_errors():
+    with trainer_errors():
         tested = trainer.test(model, datamodule=datamodule, verbose=False)
     for result in tested:
         metrics.update(runs.to_floats(result))
@@ -79,7 +81,7 @@ def evaluate(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, Any]]:
     return metrics, {"datamodule": datamodule, "model": model, "trainer": trainer, "spec": spec}
 
 
-@hydra.main(version_base="1.3", config_path=runs.CONF_DIR, config_name="eval")
+@hydra.main(version_base="1.3", config_path=configs.CONF_DIR, config_name="eval")
 @exit_on_user_error("recsys-eval")
 def _main(cfg: DictConfig) -> None:
     metrics, objects = evaluate(cfg)

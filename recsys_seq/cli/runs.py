@@ -7,15 +7,12 @@ import dataclasses
 import json
 import logging
 import warnings
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import torch
-from hydra.errors import InstantiationException
 from hydra.utils import instantiate
-from lightning.fabric.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
@@ -23,15 +20,11 @@ from rich.table import Table
 
 from data_prep import publish
 from data_prep.publish import RUN_FILE
+from data_prep.run_folders import CONFIG_FILE, METRICS_FILE
 from recsys_seq.data import SequenceDataModule
+from recsys_seq.data.options import DataOptions
 from recsys_seq.models import PopularityRecommender
-from recsys_seq.options import OptionError, Options, checked
-from recsys_seq.spec import DataOptions, ModelSpec, model_spec
-
-CONF_DIR = str(Path(__file__).resolve().parents[2] / "conf")
-METRICS_FILE = "metrics.json"
-CONFIG_FILE = "config.yaml"
-
+from recsys_seq.options import Options, checked
 
 # conf/hydra/file_output.yaml: the run folder only when no explicit output names the result
 OmegaConf.register_new_resolver(
@@ -52,6 +45,8 @@ def quiet_console() -> None:
     warnings.filterwarnings("ignore", message=".*LeafSpec.*is deprecated")
     # metric values are torchmetrics results, already reduced across ranks before logging
     warnings.filterwarnings("ignore", message=".*when logging on epoch level in distributed")
+    # our sampler returns every index exactly once in prediction (drop_last is not a thing)
+    warnings.filterwarnings("ignore", message=".*custom batch sampler .* for prediction")
 
 
 def instantiate_group(group: DictConfig | None) -> list[Any]:
@@ -60,38 +55,6 @@ def instantiate_group(group: DictConfig | None) -> list[Any]:
     Only for the run's own composed config (the project's conf/ and the user's overrides),
     never for anything read from a checkpoint or a prepared folder."""
     return [instantiate(c) for c in (group or {}).values() if c is not None]
-
-
-def build_trainer(trainer_cfg: DictConfig, **kwargs: Any) -> Any:
-    """The Lightning Trainer of the run's own config; options Lightning refuses (no GPU for
-    ``accelerator=gpu``, an unknown strategy) are reported as the option errors they are."""
-    with trainer_errors():
-        try:
-            return instantiate(trainer_cfg, **kwargs)
-        except InstantiationException as error:
-            cause = error.__cause__ or error
-            if isinstance(cause, (MisconfigurationException, ValueError, TypeError, ImportError)):
-                raise OptionError(f"The trainer options do not work here: {cause}") from None
-            raise
-
-
-@contextmanager
-def trainer_errors() -> Iterator[None]:
-    """Lightning's own verdict on a configuration (MisconfigurationException) as an option
-    error, e.g. ``trainer.limit_train_batches`` so small that no batch is left."""
-    try:
-        yield
-    except MisconfigurationException as error:
-        raise OptionError(f"The trainer options do not work here: {error}") from None
-
-
-def plain(section: DictConfig | Mapping | None) -> dict[str, Any]:
-    """A config section as plain values, interpolations resolved."""
-    if section is None:
-        return {}
-    if isinstance(section, DictConfig):
-        return OmegaConf.to_container(section, resolve=True)  # type: ignore[return-value]
-    return dict(section)
 
 
 def command_options(cls: type[Options], cfg: DictConfig) -> Options:
@@ -109,54 +72,6 @@ def build_datamodule(options: DataOptions) -> SequenceDataModule:
     datamodule.prepare_data()
     _ = datamodule.data  # validated on load: errors name the broken file before any work
     return datamodule
-
-
-def data_record(datamodule: SequenceDataModule, options: DataOptions) -> DataOptions:
-    """The data options a checkpoint stores: the folder actually read, as an absolute path
-    (a checkpoint never asks for a dataset to be prepared)."""
-    return dataclasses.replace(options, path=str(datamodule.path), source=None)
-
-
-def model_values(model_cfg: DictConfig | Mapping) -> dict[str, Any]:
-    """``conf/model`` as plain values, checked as far as they go without the data (so a bad
-    option fails before the data is prepared)."""
-    values = plain(model_cfg)
-    names = values.get("side_features") or []
-    if isinstance(names, str) or not isinstance(names, list):
-        raise OptionError(f"model.side_features must be a list of names, got {names!r}.")
-    model_spec({**values, "num_items": 2, "side_features": {}}, "model")
-    return values
-
-
-def spec_for_data(values: Mapping[str, Any], datamodule: SequenceDataModule) -> ModelSpec:
-    """The model spec for this data: catalogue size, item fingerprint, side-feature sizes."""
-    available = datamodule.meta.get("side_features", {})
-    wanted = list(values.get("side_features") or [])
-    missing = [name for name in wanted if name not in available]
-    if missing:
-        raise OptionError(
-            f"model.side_features names {missing}, but {datamodule.path} has "
-            + (f"only {sorted(available)}" if available else "no side features")
-            + "; drop them or prepare the data with them (recsys-prep side_features=[...])."
-        )
-    return model_spec(
-        {
-            **values,
-            "num_items": datamodule.num_items,
-            "item_fingerprint": datamodule.meta["item_fingerprint"],
-            "side_features": {name: int(available[name]) for name in wanted},
-        }
-    )
-
-
-def check_max_len(spec: ModelSpec, max_len: int) -> None:
-    """Refuse windows longer than the model's position table, before any work."""
-    limit = getattr(spec.encoder, "max_len", None)
-    if limit is not None and max_len > limit:
-        raise OptionError(
-            f"data.max_len={max_len} is above the model's longest sequence "
-            f"(model.encoder.max_len={limit}); use data.max_len <= {limit}."
-        )
 
 
 def popularity_metrics(

@@ -18,13 +18,14 @@ from omegaconf import DictConfig
 
 from data_prep.errors import exit_on_user_error, run_command
 from data_prep.publish import check_run_folder, claim_run_folder, output_errors
-from recsys_seq.checkpoint import SpecRecord, check_resume
+from recsys_seq import configs
+from recsys_seq.checkpoint import check_resume
 from recsys_seq.cli import runs
+from recsys_seq.cli.trainer import build_trainer, check_trainer, trainer_errors
 from recsys_seq.data import SequenceDataModule
-from recsys_seq.models.ranking import MONITOR
-from recsys_seq.models.registry import build_model
+from recsys_seq.data.options import data_options
+from recsys_seq.models import build_model
 from recsys_seq.options import OptionError
-from recsys_seq.spec import check_trainer, data_options
 
 
 def resolve_resume(ckpt_path: str | None, run_dir: Path) -> str | None:
@@ -59,36 +60,36 @@ def check_windows(datamodule: SequenceDataModule) -> None:
 def train(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, Any]]:
     """Train and test one configuration.
 
-    Every option is checked before any work (:mod:`recsys_seq.spec`); the model is built by
-    the project's registry from the checked spec, which every checkpoint stores.
+    Every option is checked before any work; the model is built by the project's one builder
+    (:func:`~recsys_seq.models.build_model`) from the checked spec and the data's facts, and
+    every checkpoint stores the spec.
 
     Returns:
         ``(metrics, objects)``: the flat metrics written to ``metrics.json`` and the objects
         built on the way (datamodule, model, trainer), for tests and notebooks.
     """
     runs.quiet_console()
-    data = data_options(runs.plain(cfg.data))
-    model_values = runs.model_values(cfg.model)
-    check_trainer(runs.plain(cfg.trainer))
+    data = data_options(configs.plain(cfg.data))
+    model_values = configs.model_values(cfg.model)
+    check_trainer(configs.plain(cfg.trainer))
     run_dir = check_run_folder(cfg.paths.output_dir)
     datamodule = runs.build_datamodule(data)
     check_run_folder(run_dir, inputs=[datamodule.path])  # not in the data; before Lightning talks
-    spec = runs.spec_for_data(model_values, datamodule)
-    runs.check_max_len(spec, data.max_len)
+    spec = configs.spec_for_data(model_values, datamodule)
+    configs.check_max_len(spec, data.max_len)
     check_windows(datamodule)
     resume = resolve_resume(cfg.get("ckpt_path"), run_dir)
     if resume is not None:
         check_resume(resume, spec, datamodule.path)
     callbacks = runs.instantiate_group(cfg.get("callbacks"))
-    callbacks.append(SpecRecord(runs.data_record(datamodule, data)))
-    trainer = runs.build_trainer(
+    trainer = build_trainer(
         cfg.trainer, callbacks=callbacks, logger=runs.instantiate_group(cfg.get("logger"))
     )
     L.seed_everything(cfg.seed, workers=True)  # checks first: nothing printed before an error
-    model = build_model(spec)
+    model = build_model(spec, datamodule.facts())
     claim_run_folder(run_dir, inputs=[datamodule.path])  # all checked: the run writes here
     started = time.perf_counter()
-    with output_errors(run_dir), runs.trainer_errors():  # a full disk names the run folder
+    with output_errors(run_dir), trainer_errors():  # a full disk names the run folder
         trainer.fit(model, datamodule=datamodule, ckpt_path=resume, weights_only=True)
     fit_time = {"fit/seconds": time.perf_counter() - started, "fit/epochs": trainer.current_epoch}
     checkpoint = next(
@@ -113,11 +114,11 @@ def train(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, Any]]:
     return metrics, {"datamodule": datamodule, "model": model, "trainer": trainer}
 
 
-@hydra.main(version_base="1.3", config_path=runs.CONF_DIR, config_name="train")
+@hydra.main(version_base="1.3", config_path=configs.CONF_DIR, config_name="train")
 @exit_on_user_error("recsys-train")
 def _main(cfg: DictConfig) -> float | None:
-    metrics, _ = train(cfg)
-    return metrics.get(f"val/best_{MONITOR}")
+    metrics, objects = train(cfg)
+    return metrics.get(f"val/best_{objects['model'].spec.monitor}")  # what sweeps maximise
 
 
 def main() -> None:

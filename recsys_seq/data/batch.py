@@ -14,7 +14,8 @@ A batch is a dict of tensors. For three users with 3, 1 and 2 input items (``-10
   a multiple of ``pad_to_multiple_of``). PAD is item 0 and feature value 0.
 * ``targets[b, t]`` is the item that follows ``items[b, t]`` (training); ``target[b]`` is the
   held-out item after the whole window (validation/test). ``user`` is the user index.
-  ``negatives`` (eval, optional) holds fixed sampled candidates for sampled metrics.
+  ``negatives`` (eval, optional) holds fixed sampled candidates for sampled metrics;
+  ``seen`` (serving) every item of the user's whole known history, 0-padded.
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ class JaggedWindows:
         target: ``(B,)`` long held-out item after each window, or None (train).
         features: side features, each ``(T,)`` long, parallel to ``items``.
         negatives: ``(B, n)`` long fixed negative candidates for sampled metrics, or None.
+        seen, seen_lengths: serving: every item of each user's whole history, flat, and
+            how many per user; or None.
     """
 
     items: torch.Tensor
@@ -48,6 +51,8 @@ class JaggedWindows:
     target: torch.Tensor | None = None
     features: dict[str, torch.Tensor] | None = None
     negatives: torch.Tensor | None = None
+    seen: torch.Tensor | None = None
+    seen_lengths: torch.Tensor | None = None
 
 
 def padding_mask(lengths: torch.Tensor, max_len: int) -> torch.Tensor:
@@ -95,6 +100,9 @@ class PaddedBatchCollator:
             batch["target"] = windows.target
         if windows.negatives is not None:
             batch["negatives"] = windows.negatives
+        if windows.seen is not None:
+            seen_mask = padding_mask(windows.seen_lengths, int(windows.seen_lengths.max()))
+            batch["seen"] = to_padded_dense(windows.seen, seen_mask)
         for name, values in (windows.features or {}).items():
             batch[name] = to_padded_dense(values, mask)
         return batch

@@ -2,23 +2,30 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
 import lightning as L
+import numpy as np
 from torch.utils.data import DataLoader
 
+from data_prep import schema
 from data_prep.publish import recover
 from recsys_seq.data.batch import PaddedBatchCollator
 from recsys_seq.data.dataset import PreparedSequences, Stage, WindowDataset
+from recsys_seq.data.facts import DataFacts
+from recsys_seq.data.options import DataOptions
 from recsys_seq.data.sampler import BucketBatchSampler
 from recsys_seq.data.shared import check_source, prepare_source
 from recsys_seq.options import as_plain
-from recsys_seq.spec import DataOptions
 
 
 class SequenceDataModule(L.LightningDataModule):
-    """Length-bucketed train/val/test loaders over a prepared dataset.
+    """Length-bucketed train/val/test/serve loaders over a prepared dataset.
+
+    The ``serve`` stage (``predict_dataloader``) holds one window per user after the whole
+    known history, for :meth:`Trainer.predict`; :meth:`serve_users` restricts it.
 
     Batch size and token budget are per process: with W DDP processes a step consumes W
     batches.
@@ -32,7 +39,8 @@ class SequenceDataModule(L.LightningDataModule):
         batch_size: sequences per training batch (unless ``max_tokens`` is set).
         max_tokens: token budget per training batch (``longest x batch size``).
         eval_batch_size: sequences per validation/test batch.
-        boundaries: bucket upper bounds; None derives geometric buckets from the lengths.
+        boundaries: bucket upper bounds; ``suggested`` for recsys-prep's suggestion; None
+            for the sampler's geometric buckets (see :meth:`bucket_boundaries`).
         pad_to_multiple_of: round padded lengths up (e.g. 8 on GPUs).
         num_workers, pin_memory, persistent_workers: DataLoader options.
         seed: shuffle seed (combined with the epoch).
@@ -54,7 +62,7 @@ class SequenceDataModule(L.LightningDataModule):
         batch_size: int = 128,
         max_tokens: int | None = None,
         eval_batch_size: int = 256,
-        boundaries: list[int] | None = None,
+        boundaries: list[int] | str | None = None,
         pad_to_multiple_of: int | None = None,
         num_workers: int = 0,
         pin_memory: bool = False,
@@ -91,11 +99,16 @@ class SequenceDataModule(L.LightningDataModule):
             negatives_seed=negatives_seed,
         )
         self.evaluation = dict(eval_users=eval_users, eval_users_seed=eval_users_seed)
+        self.serve_stage = Stage.SERVE
+        self.served_users: np.ndarray | None = None
+        self.options: DataOptions | None = None
         self._data: PreparedSequences | None = None
 
     @classmethod
     def from_options(cls, options: DataOptions) -> SequenceDataModule:
-        return cls(**as_plain(options))
+        datamodule = cls(**as_plain(options))
+        datamodule.options = options
+        return datamodule
 
     def prepare_data(self) -> None:
         """Prepare the ``source`` dataset (kept when already prepared); a given path is only
@@ -124,25 +137,55 @@ class SequenceDataModule(L.LightningDataModule):
     def meta(self) -> dict:
         return self.data.meta
 
+    def facts(self) -> DataFacts:
+        """What a model built for this data needs to know (see :class:`DataFacts`); the
+        record names the folder actually read, as an absolute path, so a checkpoint never
+        asks for a dataset to be prepared."""
+        options = self.options or DataOptions(path=str(self.path))
+        record = as_plain(dataclasses.replace(options, path=str(self.path), source=None))
+        return DataFacts(self.data.train_item_counts(), self.sampled_negatives, record)
+
+    def bucket_boundaries(self) -> list[int] | None:
+        """``data.boundaries``: a list; ``suggested``, the buckets recsys-prep suggested for
+        padding to bucket edges (meta.json), cut at ``max_len``; or None, the sampler's own
+        fine geometric buckets, which pad least when batches are padded to their own longest
+        window (demo: 98.6% real tokens against 95.0% with prep's five)."""
+        if self.boundaries != "suggested":
+            return list(self.boundaries) if self.boundaries else None
+        suggested = self.meta.get(schema.META_BUCKETS) or []
+        return [b for b in suggested if b < self.max_len] + [self.max_len]
+
+    def serve_users(self, stage: Stage | str, users: np.ndarray | None) -> None:
+        """What :meth:`predict_dataloader` scores: ``stage`` (serve, or val/test for the
+        evaluation windows) for ``users`` (user indices; None: everyone)."""
+        self.serve_stage = Stage(stage)
+        self.served_users = users
+
     def dataset(self, stage: Stage | str) -> WindowDataset:
         return WindowDataset(self.data, stage, self.max_len, **self.negatives, **self.evaluation)
 
     def dataloader(
-        self, stage: Stage | str, num_replicas: int | None = None, rank: int | None = None
+        self,
+        stage: Stage | str,
+        num_replicas: int | None = None,
+        rank: int | None = None,
+        users: np.ndarray | None = None,
     ) -> DataLoader:
         """One stage's loader, sharded for ``rank`` of ``num_replicas`` (default: the attached
-        trainer's world, else a single process)."""
+        trainer's world, else a single process), over ``users`` only when given."""
         stage = Stage(stage)
         if num_replicas is None:
             trainer = self.trainer
             num_replicas, rank = (trainer.world_size, trainer.global_rank) if trainer else (1, 0)
         dataset = self.dataset(stage)
+        if users is not None:
+            dataset.keep_users(users)
         training = stage is Stage.TRAIN
         sampler = BucketBatchSampler(
             dataset.lengths,
             batch_size=self.batch_size if training else self.eval_batch_size,
             max_tokens=self.max_tokens if training else None,
-            boundaries=self.boundaries,
+            boundaries=self.bucket_boundaries(),
             shuffle=training,
             seed=self.seed,
             num_replicas=num_replicas,
@@ -170,3 +213,6 @@ class SequenceDataModule(L.LightningDataModule):
 
     def test_dataloader(self) -> DataLoader:
         return self.dataloader(Stage.TEST)
+
+    def predict_dataloader(self) -> DataLoader:
+        return self.dataloader(self.serve_stage, users=self.served_users)

@@ -8,6 +8,8 @@ A *window* is the slice of a user's history a model reads for one stage:
   targets are the same slice shifted by one (next-item prediction at every position).
 * val: input ``items[:val_index][-max_len:]``, target ``items[val_index]``.
 * test: input ``items[:test_index][-max_len:]``, target ``items[test_index]``.
+* serve: input the whole known history's last ``max_len`` events, no target; the batch also
+  holds ``seen``, every item of the whole history (what serving excludes).
 """
 
 from __future__ import annotations
@@ -17,10 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import polars as pl
 import torch
 from torch.utils.data import Dataset
 
-from data_prep import schema
+from data_prep import schema, steps
 from recsys_seq.data.batch import JaggedWindows
 from recsys_seq.data.negatives import DISTRIBUTIONS, sample_negatives
 from recsys_seq.data.validate import check_prepared
@@ -30,6 +33,14 @@ class Stage(str, enum.Enum):
     TRAIN = "train"
     VAL = "val"
     TEST = "test"
+    SERVE = "serve"
+
+
+def jagged_positions(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Flat positions of the runs ``starts[i] .. starts[i] + lengths[i] - 1``, concatenated:
+    the one gather every window, history and batch is read with (no loop over rows)."""
+    first_slot = np.cumsum(lengths) - lengths
+    return np.repeat(starts - first_slot, lengths) + np.arange(lengths.sum())
 
 
 @dataclass
@@ -41,6 +52,10 @@ class PreparedSequences:
         offsets: ``(U + 1,)`` int64, user u's events are ``items[offsets[u]:offsets[u + 1]]``.
         users: ``(U,)`` int64 user indices.
         val_index, test_index: ``(U,)`` int64 positions of the held-out targets, -1 if none.
+        train_end: ``(U,)`` int64 exclusive end of each user's training events (prep's rule,
+            :func:`data_prep.steps.train_end`).
+        item_counts: ``(N + 1,)`` int64 training occurrences per item, as prep counted them
+            (``items.parquet``); PAD 0.
         features: side-feature arrays parallel to ``items``.
         meta: the folder's meta.json.
     """
@@ -50,6 +65,8 @@ class PreparedSequences:
     users: np.ndarray
     val_index: np.ndarray
     test_index: np.ndarray
+    train_end: np.ndarray
+    item_counts: np.ndarray
     features: dict[str, np.ndarray]
     meta: dict
 
@@ -71,6 +88,8 @@ class PreparedSequences:
             users=frame[schema.USER].to_numpy(),
             val_index=frame[schema.VAL_INDEX].fill_null(-1).to_numpy(),
             test_index=frame[schema.TEST_INDEX].fill_null(-1).to_numpy(),
+            train_end=frame.select(steps.train_end())[:, 0].to_numpy().astype(np.int64),
+            item_counts=_item_counts(Path(path), int(meta["items"])),
             features={
                 name: frame[name].explode().to_numpy() for name in meta[schema.META_SIDE_FEATURES]
             },
@@ -82,13 +101,6 @@ class PreparedSequences:
         """Number of real items N (indices 1..N; 0 is PAD)."""
         return int(self.meta["items"])
 
-    def train_end(self) -> np.ndarray:
-        """``(U,)`` exclusive end of each user's training events: the validation target, else
-        the test target, else the whole history."""
-        end = np.diff(self.offsets)
-        end = np.where(self.test_index >= 0, self.test_index, end)
-        return np.where(self.val_index >= 0, self.val_index, end)
-
     def history_keys(self) -> np.ndarray:
         """Sorted unique ``user * (N + 1) + item`` over all events: "has u seen i" lookups."""
         users = np.repeat(self.users, np.diff(self.offsets))
@@ -96,9 +108,15 @@ class PreparedSequences:
 
     def train_item_counts(self) -> np.ndarray:
         """``(N + 1,)`` how often each item occurs in the training events (PAD counts 0)."""
-        position = np.arange(len(self.items)) - np.repeat(self.offsets[:-1], np.diff(self.offsets))
-        in_train = position < np.repeat(self.train_end(), np.diff(self.offsets))
-        return np.bincount(self.items[in_train], minlength=self.num_items + 1)
+        return self.item_counts
+
+
+def _item_counts(path: Path, num_items: int) -> np.ndarray:
+    """``items.parquet``'s training counts as an ``(N + 1,)`` array indexed by item."""
+    frame = pl.read_parquet(path / schema.ITEMS_FILE, columns=[schema.ITEM, schema.COUNT])
+    out = np.zeros(num_items + 1, dtype=np.int64)  # items are 1..N (checked on load)
+    out[frame[schema.ITEM].to_numpy()] = frame[schema.COUNT].to_numpy()
+    return out
 
 
 class WindowDataset(Dataset):
@@ -140,10 +158,15 @@ class WindowDataset(Dataset):
         self.max_len = max_len
         user_start = data.offsets[:-1]
         if self.stage is Stage.TRAIN:
-            end = data.train_end()  # a window needs one input and one next item
+            end = data.train_end  # a window needs one input and one next item
             keep = end >= 2
             self.lengths = np.minimum(end - 1, max_len)[keep]
             self.starts = (user_start + end - 1)[keep] - self.lengths
+        elif self.stage is Stage.SERVE:
+            end = np.diff(data.offsets)  # the whole known history, all users
+            keep = end >= 1
+            self.lengths = np.minimum(end, max_len)[keep]
+            self.starts = (user_start + end)[keep] - self.lengths
         else:
             end = data.val_index if self.stage is Stage.VAL else data.test_index
             keep = end >= 1
@@ -151,7 +174,8 @@ class WindowDataset(Dataset):
             self.starts = (user_start + end)[keep] - self.lengths
         self.users = data.users[keep]
         self.negatives = None
-        if sampled_negatives and self.stage is not Stage.TRAIN:
+        evaluation = self.stage in (Stage.VAL, Stage.TEST)
+        if sampled_negatives and evaluation:
             if negatives_from not in DISTRIBUTIONS:
                 raise ValueError(f"negatives_from must be one of {DISTRIBUTIONS}")
             weights = data.train_item_counts() if negatives_from == "popularity" else None
@@ -163,13 +187,17 @@ class WindowDataset(Dataset):
                 seed=negatives_seed + (1 if self.stage is Stage.TEST else 0),
                 item_weights=weights,
             )
-        if eval_users is not None and self.stage is not Stage.TRAIN:
+        if eval_users is not None and evaluation:
             # drawn from all users, not this stage's, so validation and test share them; the
             # negatives above were drawn first, so a sampled user keeps the same candidates
             if eval_users < 1:
                 raise ValueError(f"eval_users must be >= 1 or None, got {eval_users}")
             chosen = np.random.default_rng(eval_users_seed).permutation(data.users)[:eval_users]
             self._keep(np.isin(self.users, chosen))
+
+    def keep_users(self, users: np.ndarray) -> None:
+        """Only the windows of ``users`` (user indices), in the order of ``self.users``."""
+        self._keep(np.isin(self.users, users))
 
     def _keep(self, rows: np.ndarray) -> None:
         """Restrict the windows to ``rows`` (a boolean mask over them)."""
@@ -190,9 +218,7 @@ class WindowDataset(Dataset):
     def __getitems__(self, indices: list[int]) -> JaggedWindows:
         indices = np.asarray(indices, dtype=np.int64)
         starts, lengths = self.starts[indices], self.lengths[indices]
-        # flat position of every event of every window: starts repeated, plus 0..len-1
-        first_slot = np.cumsum(lengths) - lengths
-        flat = np.repeat(starts - first_slot, lengths) + np.arange(lengths.sum())
+        flat = jagged_positions(starts, lengths)
         items = self.data.items
         windows = JaggedWindows(
             items=torch.from_numpy(items[flat]),
@@ -204,6 +230,11 @@ class WindowDataset(Dataset):
         )
         if self.stage is Stage.TRAIN:
             windows.next_items = torch.from_numpy(items[flat + 1])
+        elif self.stage is Stage.SERVE:
+            rows = np.searchsorted(self.data.users, self.users[indices])
+            begin, end = self.data.offsets[rows], self.data.offsets[rows + 1]
+            windows.seen = torch.from_numpy(items[jagged_positions(begin, end - begin)])
+            windows.seen_lengths = torch.from_numpy(end - begin)
         else:
             windows.target = torch.from_numpy(items[starts + lengths])
             if self.negatives is not None:

@@ -8,9 +8,13 @@ data and the seed, so every model is evaluated against the same candidates.
 
 from __future__ import annotations
 
+from typing import Literal, get_args
+
 import numpy as np
 
-DISTRIBUTIONS = ("uniform", "popularity")
+Distribution = Literal["uniform", "popularity"]
+"""How negatives are drawn: uniformly over the items, or by training popularity."""
+DISTRIBUTIONS = get_args(Distribution)
 
 
 def sample_negatives(

@@ -7,48 +7,39 @@ validation index at or after the test target (the test target leaks into trainin
 file of the contract (:mod:`data_prep.schema`) has one check here, and each refuses with a
 :class:`PreparedDataError` naming the file, the column, what is wrong and what to do.
 
-The checks are whole-column aggregates, all of a table's in one Polars pass; the first
-offending row is looked up only when a check fails, for the message. What loading does not
-read (``timestamps``, the items' ``count``) is checked for presence and type from the parquet
-footer only: its content cannot change anything loaded.
+This module says what each file must hold; :mod:`recsys_seq.data.checking` is how it is
+checked: whole-column aggregates, all of a table's in one Polars pass; the first offending row
+is looked up only when a check fails, for the message. What loading does not read
+(``timestamps``) is checked for presence and type from the parquet footer only: its content
+cannot change anything loaded.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import polars as pl
 
 from data_prep import schema
-from data_prep.errors import UserError
 from data_prep.prep import item_fingerprint
+from recsys_seq.data.checking import (
+    INTEGER,
+    INTEGER_LIST,
+    MAKE_ONE,
+    PLAIN,
+    PreparedDataError,
+    check_rules,
+    each_element,
+    each_row,
+    read_parquet,
+    refuse,
+    shown,
+)
 
-
-class PreparedDataError(UserError):
-    """A prepared dataset folder that is missing, damaged or not written by recsys-prep."""
-
-
-MAKE_ONE = "recsys-prep format=<format> input=<raw log> output={folder}"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-UNREADABLE = (OSError, pl.exceptions.PolarsError, pl.exceptions.PanicException)
-
-# column kinds: integer types are those whose every value fits int64 (loading casts to it)
-INTEGER, INTEGER_LIST = "Int64 (or a narrower integer type)", "lists of Int64"
-PLAIN = "plain values (numbers or strings)"
-_INTEGERS = (pl.Int8, pl.Int16, pl.Int32, pl.Int64, pl.UInt8, pl.UInt16, pl.UInt32)
-KINDS: dict[str, Callable[[pl.DataType], bool]] = {
-    INTEGER: lambda dtype: dtype in _INTEGERS,
-    INTEGER_LIST: lambda dtype: isinstance(dtype, pl.List) and dtype.inner in _INTEGERS,
-    # original ids keep the raw log's type; they only need a string form (the fingerprint)
-    PLAIN: lambda dtype: (
-        not dtype.is_nested() and not isinstance(dtype, pl.Null | pl.Object | pl.Binary)
-    ),
-}
-CAST = {INTEGER: pl.Int64, INTEGER_LIST: pl.List(pl.Int64)}
 
 
 def check_prepared(path: Path) -> tuple[dict[str, Any], pl.DataFrame]:
@@ -83,14 +74,6 @@ def check_prepared(path: Path) -> tuple[dict[str, Any], pl.DataFrame]:
     return meta, sequences
 
 
-def refuse(file: Path, problem: str) -> NoReturn:
-    """Raise the one error of this module: ``file``, what is wrong with it, what to do."""
-    raise PreparedDataError(
-        f"{file} {problem}. The folder is not a dataset as recsys-prep writes it (or it was "
-        f"damaged since); prepare it again with `{MAKE_ONE.format(folder=file.parent)}`."
-    )
-
-
 # ---------------------------------------------------------------------------- meta.json
 
 
@@ -107,7 +90,7 @@ def check_meta(file: Path) -> dict[str, Any]:
         refuse(file, f"holds {_json_kind(meta)}, not a JSON object")
     version = meta.get(schema.META_SCHEMA_VERSION)
     if type(version) is not int or version != schema.SCHEMA_VERSION:
-        found = "no" if version is None else f"{_shown(version)} as its"
+        found = "no" if version is None else f"{shown(version)} as its"
         refuse(
             file,
             f"has {found} {schema.META_SCHEMA_VERSION}; this version of recsys-seq reads "
@@ -129,7 +112,7 @@ def check_meta(file: Path) -> dict[str, Any]:
         if not _is_count(size):
             refuse(
                 file,
-                f"has {schema.META_SIDE_FEATURES}.{name} = {_shown(size)} ({_json_kind(size)}); "
+                f"has {schema.META_SIDE_FEATURES}.{name} = {shown(size)} ({_json_kind(size)}); "
                 "expected a vocabulary size, a whole number >= 1",
             )
     return meta
@@ -140,7 +123,7 @@ def _require(file: Path, meta: dict, key: str, ok: Callable[[Any], bool], expect
         refuse(file, f"has no {key!r} entry")
     value = meta[key]
     if not ok(value):
-        refuse(file, f"has {key!r} = {_shown(value)} ({_json_kind(value)}); expected {expected}")
+        refuse(file, f"has {key!r} = {shown(value)} ({_json_kind(value)}); expected {expected}")
     return value
 
 
@@ -153,25 +136,18 @@ def _json_kind(value: Any) -> str:
     return "null" if value is None else kinds.get(type(value), "a number")
 
 
-def _shown(value: Any, width: int = 40) -> str:
-    text = json.dumps(value, default=str)
-    return text if len(text) <= width else text[: width - 3] + "..."
-
-
 # ---------------------------------------------------------------------------- parquet tables
 
 
 def check_items(file: Path, meta: Mapping[str, Any]) -> None:
     """items.parquet: one row per item index, exactly 1..N in order (N = meta.json ``items``),
     distinct original ids whose fingerprint is meta.json's ``item_fingerprint``."""
-    frame = _read_parquet(
-        file,
-        {schema.ITEM: INTEGER, schema.ORIGINAL_ID: PLAIN, schema.COUNT: INTEGER},
-        footer_only=(schema.COUNT,),
+    frame = read_parquet(
+        file, {schema.ITEM: INTEGER, schema.ORIGINAL_ID: PLAIN, schema.COUNT: INTEGER}
     )
     _same_count(file, frame.height, "items", meta)
     original = pl.col(schema.ORIGINAL_ID)
-    _check_rules(
+    check_rules(
         file,
         frame,
         [
@@ -181,6 +157,10 @@ def check_items(file: Path, meta: Mapping[str, Any]) -> None:
             ),
             each_row(f"has a missing {schema.ORIGINAL_ID!r}", original.is_not_null()),
             each_row(f"lists an {schema.ORIGINAL_ID!r} twice", original.is_unique()),
+            each_row(
+                f"has a {schema.COUNT!r} that is missing or negative (training occurrences)",
+                pl.col(schema.COUNT).fill_null(-1) >= 0,
+            ),
         ],
     )
     if item_fingerprint(frame[schema.ORIGINAL_ID]) != meta[schema.META_ITEM_FINGERPRINT]:
@@ -193,10 +173,10 @@ def check_items(file: Path, meta: Mapping[str, Any]) -> None:
 
 def check_users(file: Path, meta: Mapping[str, Any]) -> None:
     """users.parquet: one row per user index, exactly 0..U-1 in order, distinct original ids."""
-    frame = _read_parquet(file, {schema.USER: INTEGER, schema.ORIGINAL_ID: PLAIN})
+    frame = read_parquet(file, {schema.USER: INTEGER, schema.ORIGINAL_ID: PLAIN})
     _same_count(file, frame.height, "users", meta)
     original = pl.col(schema.ORIGINAL_ID)
-    _check_rules(
+    check_rules(
         file,
         frame,
         [
@@ -216,7 +196,7 @@ def check_sequences(file: Path, meta: Mapping[str, Any]) -> pl.DataFrame:
     features as long as the item list with codes inside their vocabularies; the counts of
     meta.json. Returns the columns loading reads."""
     features = dict(meta[schema.META_SIDE_FEATURES])
-    frame = _read_parquet(
+    frame = read_parquet(
         file,
         {
             schema.USER: INTEGER,
@@ -288,7 +268,7 @@ def check_sequences(file: Path, meta: Mapping[str, Any]) -> pl.DataFrame:
                 lambda code, size=size: code.is_between(0, size - 1),
             ),
         ]
-    _check_rules(file, frame, rules)
+    check_rules(file, frame, rules)
     events = int(frame[schema.ITEMS].list.len().sum())
     if events != meta["events"]:
         refuse(file, f"holds {events} events, while {schema.META_FILE} says {meta['events']}")
@@ -308,92 +288,6 @@ def check_histogram(file: Path) -> None:
         refuse(file, "is not a PNG image")
 
 
-def _read_parquet(
-    file: Path, columns: Mapping[str, str], footer_only: Collection[str] = ()
-) -> pl.DataFrame:
-    """The ``columns`` (name -> kind) of ``file`` but ``footer_only``, whose presence and type
-    are all that is checked; integer columns cast to Int64."""
-    if not file.is_file():  # also refuses a folder, a fifo or a device in its place
-        refuse(file, "is missing (or not a regular file)")
-    try:
-        found = pl.read_parquet_schema(file)
-    except UNREADABLE as error:
-        refuse(
-            file, f"is not a readable parquet file (cut short or another format: {_brief(error)})"
-        )
-    for name, kind in columns.items():
-        if name not in found:
-            refuse(file, f"has no column {name!r} (it has: {', '.join(found) or 'none'})")
-        if not KINDS[kind](found[name]):
-            refuse(file, f"has column {name!r} of type {found[name]}; expected {kind}")
-    read = [name for name in columns if name not in footer_only]
-    try:
-        frame = pl.read_parquet(file, columns=read)
-    except UNREADABLE as error:
-        refuse(file, f"is damaged and cannot be read ({_brief(error)})")
-    return frame.cast({n: CAST[columns[n]] for n in read if columns[n] in CAST})
-
-
 def _same_count(file: Path, rows: int, key: str, meta: Mapping[str, Any]) -> None:
     if rows != meta[key]:
         refuse(file, f"holds {rows} {key}, while {schema.META_FILE} says {meta[key]}")
-
-
-def _brief(error: BaseException) -> str:
-    return (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
-
-
-# ---------------------------------------------------------------------------- row rules
-
-
-@dataclass(frozen=True)
-class Rule:
-    """A property every row of a table must have.
-
-    Attributes:
-        problem: what a failing table has, as the message says it.
-        passed: aggregate, True when every row has the property.
-        ok: per row, False for an offending row (found only after ``passed`` fails).
-        show: per row, what the message shows of the first offending row.
-    """
-
-    problem: str
-    passed: pl.Expr
-    ok: pl.Expr
-    show: tuple[pl.Expr, ...]
-
-
-def each_row(problem: str, ok: pl.Expr) -> Rule:
-    """A rule on every row; a null counts as a failure. The message shows the row's values of
-    the columns ``ok`` reads."""
-    ok = ok.fill_null(False)
-    return Rule(problem, ok.all(), ok, tuple(map(pl.col, dict.fromkeys(ok.meta.root_names()))))
-
-
-def each_element(problem: str, column: str, ok: Callable[[pl.Expr], pl.Expr]) -> Rule:
-    """A rule on every element of the list ``column``; a null element or list is a failure.
-    Checked over the flat values (no per-row work); the message shows the first offending
-    element's position in its list and its value."""
-    bad = ~ok(pl.element()).fill_null(False)
-    position = pl.col(column).list.eval(bad).list.arg_max()
-    return Rule(
-        problem,
-        ok(pl.col(column).explode()).fill_null(False).all(),
-        ~pl.col(column).list.eval(bad).list.any().fill_null(True),
-        (position.alias("position"), pl.col(column).list.get(position, null_on_oob=True)),
-    )
-
-
-def _check_rules(file: Path, frame: pl.DataFrame, rules: Sequence[Rule]) -> None:
-    """Refuse ``file`` at the first rule ``frame`` breaks, pointing at the first bad row."""
-    passed = frame.select(*(r.passed.alias(str(i)) for i, r in enumerate(rules))).row(0)
-    for rule, fine in zip(rules, passed, strict=True):
-        if not fine:
-            row = (
-                frame.with_row_index("row")
-                .filter(~rule.ok)
-                .select("row", *rule.show)
-                .row(0, named=True)
-            )
-            shown = ", ".join(f"{k} = {_shown(v)}" for k, v in row.items() if k != "row")
-            refuse(file, f"{rule.problem} (first at row {row['row']}: {shown})")

@@ -2,5 +2,6 @@
 
 from recsys_seq.metrics.auc import SampledAUC
 from recsys_seq.metrics.ranking import RankingMetrics, target_rank
+from recsys_seq.metrics.sampled import SampledMetrics
 
-__all__ = ["RankingMetrics", "SampledAUC", "target_rank"]
+__all__ = ["RankingMetrics", "SampledAUC", "SampledMetrics", "target_rank"]

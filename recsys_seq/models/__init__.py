@@ -1,16 +1,37 @@
-"""Sequence encoders (plain nn.Modules) and the LightningModules that train and rank with them."""
+"""Models: plain ``nn.Module`` parts (embedder, encoders, scorers, losses) composed into one
+network, trained and evaluated by one LightningModule task.
 
-from recsys_seq.models.din import TargetAttention, TargetAttentionRecommender
-from recsys_seq.models.gru import GRUEncoder
+Layout::
+
+    components.py  the registries that map names in configs and checkpoints to parts
+    encoders/      sequence encoders (one module each, found automatically)
+    embedder.py    items + side features -> event vectors
+    scorers.py     states -> item logits (dot product; DIN's target attention)
+    losses.py      training objectives
+    network.py     NextItemModel: embedder -> encoder -> scorer (plain PyTorch)
+    ranking.py     evaluation every recommender shares (all-item and sampled metrics)
+    task.py        NextItemTask: training, optimiser groups, prediction, checkpoint record
+    spec.py        ModelSpec: the checked values that rebuild a model
+    build.py       build_model: spec + data facts -> task
+    popularity.py  the most-popular baseline
+"""
+
+from recsys_seq.models.build import build_model
+from recsys_seq.models.embedder import ItemEmbedder
+from recsys_seq.models.encoders import ENCODERS, SequenceEncoder
+from recsys_seq.models.network import NextItemModel
 from recsys_seq.models.popularity import PopularityRecommender
-from recsys_seq.models.recommender import SequentialRecommender
-from recsys_seq.models.self_attention import SelfAttentionEncoder
+from recsys_seq.models.spec import ModelSpec, model_spec
+from recsys_seq.models.task import NextItemTask
 
 __all__ = [
-    "GRUEncoder",
+    "ENCODERS",
+    "ItemEmbedder",
+    "ModelSpec",
+    "NextItemModel",
+    "NextItemTask",
     "PopularityRecommender",
-    "SelfAttentionEncoder",
-    "SequentialRecommender",
-    "TargetAttention",
-    "TargetAttentionRecommender",
+    "SequenceEncoder",
+    "build_model",
+    "model_spec",
 ]

@@ -1,19 +1,30 @@
-"""Next-item training losses over every real position of a batch.
+"""Training objectives: a batch's states -> a scalar loss.
 
-Each loss maps hidden states ``(B, T, D)``, next-item targets ``(B, T)`` (IGNORE_INDEX on PAD)
-and the item table ``(N + 1, D)`` to a scalar. PAD positions are excluded by weighting, not by
-boolean indexing, so no step waits on the device for a data-dependent shape.
+Every loss is called as ``loss(states, batch, model)`` with the encoder's states ``(B, T, D)``
+and the :class:`~recsys_seq.models.network.NextItemModel` (for its item table and scorer).
+PAD positions are excluded by weighting, not by boolean indexing, so no step waits on the
+device for a data-dependent shape.
 
-* :class:`FullSoftmaxLoss`: cross-entropy over all items (the default; best quality when the
-  catalogue fits).
-* :class:`SampledSoftmaxLoss`: cross-entropy over the target and ``num_negatives`` items shared
-  by the batch, drawn uniformly or by popularity, with the log-Q correction (subtract
+Dense losses train next-item prediction at every real position at once and need the
+dot-product scorer (they score with the item table directly):
+
+* ``full_softmax``: cross-entropy over all items (the default; best quality when the catalogue
+  fits).
+* ``sampled_softmax``: cross-entropy over the target and ``num_negatives`` items shared by the
+  batch, drawn uniformly or by training popularity, with the log-Q correction (subtract
   ``log q(item)`` from every logit) so the estimate is not biased towards rare items.
-* :class:`BinaryCrossEntropyLoss`: the original SASRec objective, the target against
-  ``num_negatives`` uniformly drawn items per position.
+* ``bce``: the original SASRec objective, the target against ``num_negatives`` uniformly drawn
+  items per position.
+
+``candidate_bce`` (DIN's objective) works with any scorer: random cut points per window, the
+item after each cut against sampled negatives, scored by the model's scorer on the history up
+to the cut.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar, Literal
 
 import numpy as np
 import torch
@@ -21,8 +32,11 @@ import torch.nn.functional as F
 from torch import nn
 
 from recsys_seq.data.batch import IGNORE_INDEX
+from recsys_seq.data.negatives import DISTRIBUTIONS, Distribution
+from recsys_seq.models.components import Components
+from recsys_seq.options import option
 
-DISTRIBUTIONS = ("uniform", "popularity")
+LOSSES = Components("loss")
 
 
 def _mean_over_real(per_position: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -30,54 +44,80 @@ def _mean_over_real(per_position: torch.Tensor, targets: torch.Tensor) -> torch.
     return (per_position * real).sum() / real.sum().clamp(min=1)
 
 
+@dataclass(frozen=True)
+class FullSoftmaxOptions:
+    name: Literal["full_softmax"] = "full_softmax"
+    scorers: ClassVar[tuple[str, ...]] = ("dot_product",)
+
+
+@LOSSES.register(FullSoftmaxOptions)
 class FullSoftmaxLoss(nn.Module):
-    def forward(
-        self, hidden: torch.Tensor, targets: torch.Tensor, items: torch.Tensor
-    ) -> torch.Tensor:
-        logits = hidden @ items.T  # (B, T, N + 1)
+    def forward(self, states: torch.Tensor, batch: dict, model: nn.Module) -> torch.Tensor:
+        targets = batch["targets"]
+        logits = states @ model.item_table.T  # (B, T, N + 1)
         logits = logits.index_fill(-1, targets.new_zeros(1), torch.finfo(logits.dtype).min)
         return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE_INDEX)
 
 
 class _NegativeSampling(nn.Module):
-    """Draws negative items 1..N uniformly or by training popularity, on the model's device."""
+    """Draws negative items 1..N uniformly or by training popularity, on the model's device.
 
-    def __init__(self, num_negatives: int, distribution: str) -> None:
+    Args:
+        num_negatives: items drawn per draw.
+        distribution: ``uniform`` or ``popularity``.
+        item_counts: ``(N + 1,)`` training counts (PAD is never drawn); with None (a model
+            rebuilt for evaluation only) the loss refuses to draw.
+    """
+
+    def __init__(
+        self, num_negatives: int, distribution: Distribution, item_counts: np.ndarray | None
+    ) -> None:
         super().__init__()
         if distribution not in DISTRIBUTIONS:
             raise ValueError(f"distribution must be one of {DISTRIBUTIONS}, got {distribution!r}")
         if num_negatives < 1:
             raise ValueError(f"num_negatives must be >= 1, got {num_negatives}")
         self.num_negatives = num_negatives
-        self.distribution = distribution
-        self.register_buffer("probs", torch.empty(0), persistent=False)
-
-    def fit_items(self, train_counts: np.ndarray) -> None:
-        """Set the sampling distribution from ``(N + 1,)`` training counts (PAD never drawn)."""
-        counts = torch.as_tensor(train_counts, dtype=torch.float32)
-        if self.distribution == "uniform":
-            counts = torch.ones_like(counts)
-        counts[0] = 0
-        self.probs = (counts / counts.sum()).to(self.probs.device)
+        probs = torch.empty(0)
+        if item_counts is not None:
+            probs = torch.as_tensor(np.asarray(item_counts), dtype=torch.float32)
+            if distribution == "uniform":
+                probs = torch.ones_like(probs)
+            probs[0] = 0
+            probs = probs / probs.sum()
+        self.register_buffer("probs", probs, persistent=False)
 
     def draw(self, shape: tuple[int, ...]) -> torch.Tensor:
         if self.probs.numel() == 0:
-            raise RuntimeError("call fit_items(train_counts) before training with negatives")
+            raise RuntimeError("this loss was built without the training item counts")
         flat = torch.multinomial(self.probs, int(np.prod(shape)), replacement=True)
         return flat.view(shape)
 
 
-class SampledSoftmaxLoss(_NegativeSampling):
-    def __init__(self, num_negatives: int = 256, distribution: str = "uniform") -> None:
-        super().__init__(num_negatives, distribution)
+@dataclass(frozen=True)
+class SampledSoftmaxOptions:
+    name: Literal["sampled_softmax"] = "sampled_softmax"
+    num_negatives: int = option(256, min=1)
+    distribution: Distribution = "uniform"
+    scorers: ClassVar[tuple[str, ...]] = ("dot_product",)
 
-    def forward(
-        self, hidden: torch.Tensor, targets: torch.Tensor, items: torch.Tensor
-    ) -> torch.Tensor:
+
+@LOSSES.register(SampledSoftmaxOptions)
+class SampledSoftmaxLoss(_NegativeSampling):
+    def __init__(
+        self,
+        num_negatives: int = 256,
+        distribution: Distribution = "uniform",
+        item_counts: np.ndarray | None = None,
+    ) -> None:
+        super().__init__(num_negatives, distribution, item_counts)
+
+    def forward(self, states: torch.Tensor, batch: dict, model: nn.Module) -> torch.Tensor:
+        targets, items = batch["targets"], model.item_table
         negatives = self.draw((self.num_negatives,))  # (K,) shared by the batch
         safe_targets = targets.clamp(min=0)  # IGNORE -> PAD; weighted out below
-        positive = (hidden * items[safe_targets]).sum(-1)  # (B, T)
-        negative = hidden @ items[negatives].T  # (B, T, K)
+        positive = (states * items[safe_targets]).sum(-1)  # (B, T)
+        negative = states @ items[negatives].T  # (B, T, K)
         log_q = self.probs.clamp(min=torch.finfo(self.probs.dtype).tiny).log()
         positive = positive - log_q[safe_targets]
         negative = negative - log_q[negatives]
@@ -88,16 +128,89 @@ class SampledSoftmaxLoss(_NegativeSampling):
         return _mean_over_real(per_position, targets)
 
 
-class BinaryCrossEntropyLoss(_NegativeSampling):
-    def __init__(self, num_negatives: int = 1) -> None:
-        super().__init__(num_negatives, "uniform")
+@dataclass(frozen=True)
+class BinaryCrossEntropyOptions:
+    name: Literal["bce"] = "bce"
+    num_negatives: int = option(1, min=1)
+    scorers: ClassVar[tuple[str, ...]] = ("dot_product",)
 
-    def forward(
-        self, hidden: torch.Tensor, targets: torch.Tensor, items: torch.Tensor
-    ) -> torch.Tensor:
+
+@LOSSES.register(BinaryCrossEntropyOptions)
+class BinaryCrossEntropyLoss(_NegativeSampling):
+    def __init__(self, num_negatives: int = 1, item_counts: np.ndarray | None = None) -> None:
+        super().__init__(num_negatives, "uniform", item_counts)
+
+    def forward(self, states: torch.Tensor, batch: dict, model: nn.Module) -> torch.Tensor:
+        targets, items = batch["targets"], model.item_table
         safe_targets = targets.clamp(min=0)
         negatives = self.draw((*targets.shape, self.num_negatives))  # (B, T, K)
-        positive = (hidden * items[safe_targets]).sum(-1)  # (B, T)
-        negative = (hidden[..., None, :] * items[negatives]).sum(-1)  # (B, T, K)
+        positive = (states * items[safe_targets]).sum(-1)  # (B, T)
+        negative = (states[..., None, :] * items[negatives]).sum(-1)  # (B, T, K)
         per_position = F.softplus(-positive) + F.softplus(negative).sum(-1)
         return _mean_over_real(per_position, targets)
+
+
+@dataclass(frozen=True)
+class CandidateBCEOptions:
+    name: Literal["candidate_bce"] = "candidate_bce"
+    num_negatives: int = option(16, min=1)
+    cuts_per_window: int = option(4, min=1)
+    exclude_positive: bool = True
+    scorers: ClassVar[tuple[str, ...]] = ("dot_product", "target_attention")
+
+
+@LOSSES.register(CandidateBCEOptions)
+class CandidateBCELoss(nn.Module):
+    """DIN's pointwise objective, vectorised over the batch.
+
+    ``cuts_per_window`` random cut points per window; the history is ``window[:cut]`` and the
+    positive is the item after it (``targets[b, cut - 1]``), scored against ``num_negatives``
+    uniformly drawn items (never PAD; never the positive when ``exclude_positive``), with
+    binary cross-entropy. Randomness comes from torch's global generator, which
+    ``seed_everything`` seeds.
+
+    Args:
+        num_items: N (>= 2, so that a negative other than the positive exists).
+    """
+
+    def __init__(
+        self,
+        num_items: int,
+        num_negatives: int = 16,
+        cuts_per_window: int = 4,
+        exclude_positive: bool = True,
+    ) -> None:
+        super().__init__()
+        if num_items < 2:
+            raise ValueError(f"candidate_bce needs at least 2 items, got {num_items}")
+        self.num_items = num_items
+        self.num_negatives = num_negatives
+        self.cuts_per_window = cuts_per_window
+        self.exclude_positive = exclude_positive
+
+    def sample(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(cut (B, S) in 1..lengths[b], candidates (B, S, 1 + K))``, positive first."""
+        lengths = batch["lengths"]
+        shape = (lengths.shape[0], self.cuts_per_window)
+        cut = 1 + (torch.rand(shape, device=lengths.device) * lengths[:, None]).long()
+        cut = torch.minimum(cut, lengths[:, None])  # guard the float edge u * len == len
+        positive = batch["targets"].gather(1, cut - 1)  # (B, S)
+        negative_shape = (*shape, self.num_negatives)
+        if self.exclude_positive:
+            other = torch.randint(1, self.num_items, negative_shape, device=lengths.device)
+            negatives = other + (other >= positive[..., None]).long()  # 1..N without positive
+        else:
+            negatives = torch.randint(1, self.num_items + 1, negative_shape, device=lengths.device)
+        return cut, torch.cat([positive[..., None], negatives], dim=-1)
+
+    def forward(self, states: torch.Tensor, batch: dict, model: nn.Module) -> torch.Tensor:
+        cut, candidates = self.sample(batch)  # (B, S), (B, S, 1 + K)
+        batch_size, cuts, per_cut = candidates.shape
+        positions = torch.arange(states.shape[1], device=states.device)
+        visible = positions < cut[..., None]  # (B, S, T): window[:cut], never PAD
+        visible = visible[:, :, None].expand(-1, -1, per_cut, -1).flatten(1, 2)  # (B, S*(1+K), T)
+        logits = model.score(states, visible, candidates.flatten(1))
+        logits = logits.view(batch_size, cuts, per_cut)  # (B, S, 1 + K)
+        labels = torch.zeros_like(logits)
+        labels[..., 0] = 1.0
+        return F.binary_cross_entropy_with_logits(logits, labels)

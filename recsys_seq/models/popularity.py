@@ -30,4 +30,4 @@ class PopularityRecommender(RankingModule):
         self.register_buffer("counts", torch.as_tensor(item_counts, dtype=torch.float32))
 
     def score_next(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        return self.counts.expand(batch["target"].shape[0], -1)  # (B, N + 1)
+        return self.counts.expand(batch["lengths"].shape[0], -1)  # (B, N + 1)

@@ -3,44 +3,23 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 import lightning as L
 import torch
-from torch import nn
-from torchmetrics import MaxMetric
 
-from recsys_seq.metrics import RankingMetrics, SampledAUC, target_rank
+from recsys_seq.metrics import RankingMetrics, SampledMetrics, target_rank
 from recsys_seq.metrics.ranking import DEFAULT_KS
 
-MONITOR = "ndcg@10"
-"""The validation metric checkpoints and sweeps optimise (logged as ``val/ndcg@10``)."""
 
-
-class SampledMetrics(nn.Module):
-    """Ranking metrics and AUC/GAUC of the target among the batch's fixed sampled negatives.
-
-    A different quantity from all-item ranking (far easier); logged under ``sampled<n>/``.
-    GAUC weights each user by the events in their input window (see :class:`SampledAUC`).
-    """
-
-    def __init__(self, ks: Sequence[int], **metric_options) -> None:
-        super().__init__()
-        self.ranking = RankingMetrics(ks, **metric_options)
-        self.auc = SampledAUC(**metric_options)
-
-    def update(self, scores: torch.Tensor, batch: dict[str, torch.Tensor]) -> None:
-        candidates = torch.cat([batch["target"][:, None], batch["negatives"]], 1)  # (B, 1 + n)
-        candidate_scores = scores.gather(1, candidates)  # target in column 0
-        self.ranking.update(target_rank(candidate_scores, torch.zeros_like(batch["target"])))
-        self.auc.update(candidate_scores[:, 0], candidate_scores[:, 1:], weight=batch["lengths"])
-
-    def compute(self) -> dict[str, torch.Tensor]:
-        return self.ranking.compute() | self.auc.compute()
-
-    def reset(self) -> None:
-        self.ranking.reset()
-        self.auc.reset()
+def rankable_scores(scores: torch.Tensor, exclude: torch.Tensor | None = None) -> torch.Tensor:
+    """``(B, N + 1)`` scores in float32 with PAD and the ``exclude`` items ``(B, L)`` (0 for
+    none) at ``-inf``: what evaluation ranks and serving recommends from."""
+    scores = scores.float()
+    pad = torch.zeros(1, dtype=torch.long, device=scores.device)
+    scores = scores.index_fill(1, pad, float("-inf"))  # PAD is never a recommendation
+    if exclude is not None:
+        scores = scores.scatter(1, exclude, float("-inf"))  # PAD slots hit column 0
+    return scores
 
 
 class RankingModule(L.LightningModule):
@@ -54,6 +33,9 @@ class RankingModule(L.LightningModule):
         ks: metric cut-offs.
         exclude_history: score items of the input window ``-inf`` so they cannot be
             recommended again (a target that is in the window can then never be a hit).
+        sampled_negatives: fixed negatives per user in the evaluation data (0: none). Known
+            up front, the same on every rank, because logging the sampled metrics is a
+            collective step that every rank must take, whether or not it saw a batch.
         metric_prefix: prepended to every logged key (e.g. ``"popularity/"``).
     """
 
@@ -61,33 +43,27 @@ class RankingModule(L.LightningModule):
         self,
         ks: Sequence[int] = DEFAULT_KS,
         exclude_history: bool = False,
+        sampled_negatives: int = 0,
         metric_prefix: str = "",
     ) -> None:
         super().__init__()
         self.exclude_history = exclude_history
+        self.sampled_negatives = sampled_negatives
         self.metric_prefix = metric_prefix
         self.val_metrics = RankingMetrics(ks)
         self.test_metrics = RankingMetrics(ks)
-        # against the batch's fixed sampled negatives, when the data provides them
         self.val_sampled = SampledMetrics(ks)
         self.test_sampled = SampledMetrics(ks)
-        self.val_best = MaxMetric()
-        self.optimizer_factory = torch.optim.AdamW
-        self.scheduler_factory = None
-        self.spec = None  # the checked ModelSpec this model was built from (models/registry)
 
     def score_next(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """``(B, N + 1)`` scores of every item as the next event after each input window."""
         raise NotImplementedError
 
     def ranking_scores(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        """:meth:`score_next` in float32 with PAD (and optionally the history) at ``-inf``."""
-        scores = self.score_next(batch).float()
-        pad = torch.zeros(1, dtype=torch.long, device=scores.device)
-        scores = scores.index_fill(1, pad, float("-inf"))  # PAD is never a recommendation
-        if self.exclude_history:
-            scores = scores.scatter(1, batch["items"], float("-inf"))  # PAD slots hit column 0
-        return scores
+        """:meth:`score_next` through :func:`rankable_scores` (the window excluded when
+        ``exclude_history``)."""
+        exclude = batch["items"] if self.exclude_history else None
+        return rankable_scores(self.score_next(batch), exclude)
 
     def _update(
         self, batch: dict[str, torch.Tensor], full: RankingMetrics, sampled: SampledMetrics
@@ -95,7 +71,8 @@ class RankingModule(L.LightningModule):
         scores = self.ranking_scores(batch)  # (B, N + 1)
         full.update(target_rank(scores, batch["target"]))
         if "negatives" in batch:
-            sampled.update(scores, batch)
+            candidates = torch.cat([batch["target"][:, None], batch["negatives"]], 1)
+            sampled.update(scores.gather(1, candidates), weight=batch["lengths"])
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
         self._update(batch, self.val_metrics, self.val_sampled)
@@ -108,19 +85,23 @@ class RankingModule(L.LightningModule):
         name = f"{self.metric_prefix}{stage}" + (f"/sampled{sampled}" if sampled else "")
         return {f"{name}/{k}": v.float() for k, v in values.items()}
 
-    def _log_stage(self, stage: str, metrics: RankingMetrics) -> dict[str, torch.Tensor]:
-        values = metrics.compute()  # synced across ranks: sums and counts, then means
-        metrics.reset()
+    def _log_stage(
+        self, stage: str, full: RankingMetrics, sampled: SampledMetrics
+    ) -> dict[str, torch.Tensor]:
+        """Log (and reset) one stage's metrics; returns the all-item values."""
+        if self.sampled_negatives:
+            self.log_dict(self._keys(stage, sampled.compute(), sampled=self.sampled_negatives))
+            sampled.reset()
+        values = full.compute()  # synced across ranks: sums and counts, then means
+        full.reset()
         self.log_dict(self._keys(stage, values))
         return values
 
-    def _log_sampled(self, stage: str, sampled: SampledMetrics) -> None:
-        # Decided from the data config, identical on every rank (compute() is collective),
-        # not from whether this rank happened to see a batch.
-        n = getattr(self.trainer.datamodule, "sampled_negatives", 0)
-        if n:
-            self.log_dict(self._keys(stage, sampled.compute(), sampled=n))
-            sampled.reset()
+    def on_validation_epoch_end(self) -> None:
+        self._log_stage("val", self.val_metrics, self.val_sampled)
+
+    def on_test_epoch_end(self) -> None:
+        self._log_stage("test", self.test_metrics, self.test_sampled)
 
     @torch.no_grad()
     def evaluate(self, dataloader: Iterable[dict[str, torch.Tensor]], stage: str) -> dict:
@@ -139,29 +120,3 @@ class RankingModule(L.LightningModule):
         if negatives:
             values |= self._keys(stage, sampled.compute(), sampled=negatives)
         return {k: float(v) for k, v in values.items()}
-
-    def on_validation_epoch_end(self) -> None:
-        self._log_sampled("val", self.val_sampled)
-        values = self._log_stage("val", self.val_metrics)
-        if self.trainer.sanity_checking:
-            return
-        self.val_best(values[MONITOR])
-        self.log(f"{self.metric_prefix}val/best_{MONITOR}", self.val_best.compute().float())
-
-    def configure_optimizers(self) -> Any:
-        """The ``optimizer`` partial over all parameters, and the optional ``scheduler``
-        partial monitoring validation NDCG@10 (set by trainable subclasses)."""
-        optimizer = self.optimizer_factory(params=self.parameters())
-        if self.scheduler_factory is None:
-            return optimizer
-        return {
-            "optimizer": optimizer,
-            "lr_scheduler": {
-                "scheduler": self.scheduler_factory(optimizer=optimizer),
-                "monitor": f"val/{MONITOR}",
-            },
-        }
-
-    def on_test_epoch_end(self) -> None:
-        self._log_sampled("test", self.test_sampled)
-        self._log_stage("test", self.test_metrics)

@@ -11,10 +11,12 @@ The exported function is :class:`NextItemScorer`::
                                            #    next event after each sequence
 
 Batch size B and sequence length T are dynamic (T up to the model's ``max_len``). Scores are
-:meth:`RankingModule.ranking_scores`: PAD (column 0) is ``-inf``; with
-``exclude_history=true`` the input items are ``-inf`` too. Models with side features take them
-as further ``(B, T)`` long inputs, in the order of ``NextItemScorer.feature_names``.
-Supported: the ``sasrec`` and ``gru`` models (:class:`SequentialRecommender`).
+:func:`~recsys_seq.models.ranking.rankable_scores` of the plain network
+(:class:`~recsys_seq.models.NextItemModel`, no Lightning inside): PAD (column 0) is ``-inf``;
+with ``exclude_history=true`` the input items are ``-inf`` too. Models with side features take
+them as further ``(B, T)`` long inputs, in the order of ``NextItemScorer.feature_names``.
+Supported: models with the dot-product scorer (sasrec, gru, and any encoder); DIN's target
+attention scores the catalogue in a loop of chunks, which is not exported.
 
 Formats. ``.pt2`` (torch.export, preferred) keeps B and T symbolic for the self-attention
 encoder; ``nn.GRU`` is unrolled over time by torch.export, which fixes T, so a GRU model is
@@ -34,19 +36,19 @@ from typing import Any
 
 import hydra
 import torch
-from lightning.pytorch.core.module import _jit_is_scripting
 from omegaconf import DictConfig
 from torch import nn
 from torch.export import Dim
 
 from data_prep.errors import exit_on_user_error, run_command
 from data_prep.publish import publishing, register_kind
-from recsys_seq import checkpoint
+from recsys_seq import checkpoint, configs
 from recsys_seq.cli import runs
-from recsys_seq.models.gru import GRUEncoder
-from recsys_seq.models.recommender import SequentialRecommender
+from recsys_seq.models import NextItemModel
+from recsys_seq.models.encoders.gru import GRUEncoder
+from recsys_seq.models.ranking import rankable_scores
+from recsys_seq.models.scorers import DotProductScorer
 from recsys_seq.options import OptionError
-from recsys_seq.spec import ModelSpec
 
 FORMATS = (".pt2", ".pt", ".onnx")
 EXPORT = "export"
@@ -64,24 +66,23 @@ class ExportOptions:
 
 
 class NextItemScorer(nn.Module):
-    """``(items, mask, *side features) -> (B, N + 1)`` next-item scores of a trained model.
+    """``(items, mask, *side features) -> (B, N + 1)`` next-item scores of a trained network.
 
     Args:
-        model: a trained :class:`SequentialRecommender` (put in eval mode here).
+        model: a trained :class:`NextItemModel` with the dot-product scorer (put in eval mode).
         exclude_history: score the input items ``-inf`` (as evaluation with
             ``model.exclude_history=true``).
     """
 
-    def __init__(self, model: SequentialRecommender, exclude_history: bool = False) -> None:
+    def __init__(self, model: NextItemModel, exclude_history: bool = False) -> None:
         super().__init__()
-        if not isinstance(model, SequentialRecommender):
+        if not isinstance(model.scorer, DotProductScorer):
             raise TypeError(
-                f"export supports the sasrec and gru models (SequentialRecommender), not "
-                f"{type(model).__name__}"
+                f"export supports the dot-product scorer, not {type(model.scorer).__name__}"
             )
         self.model = model.eval()
-        self.model.exclude_history = exclude_history
-        self.feature_names = list(model.feature_embeddings)
+        self.exclude_history = exclude_history
+        self.feature_names = list(model.embedder.features)
 
     def forward(self, items: torch.Tensor, mask: torch.Tensor, *features: torch.Tensor):
         """
@@ -95,14 +96,8 @@ class NextItemScorer(nn.Module):
         """
         batch = {"items": items, "mask": mask, "lengths": mask.sum(1)}
         batch |= dict(zip(self.feature_names, features, strict=True))
-        return self.model.ranking_scores(batch)
-
-
-def model_from_checkpoint(path: str | Path) -> tuple[SequentialRecommender, ModelSpec]:
-    """Rebuild a checkpoint's model from the checkpoint alone (no dataset needed: the spec
-    holds the catalogue and side-feature sizes). Returns ``(model, spec)``."""
-    restored = checkpoint.load(path)
-    return restored.model, restored.spec
+        exclude = items if self.exclude_history else None
+        return rankable_scores(self.model.score_next(batch), exclude)
 
 
 def example_inputs(
@@ -110,19 +105,19 @@ def example_inputs(
 ) -> tuple[torch.Tensor, ...]:
     """Random right-padded inputs: one row of full length, the others shorter."""
     generator = torch.Generator().manual_seed(seed)
-    num_items = scorer.model.item_embedding.num_embeddings - 1
+    num_items = scorer.model.embedder.num_items
     lengths = torch.randint(1, length + 1, (batch_size,), generator=generator)
     lengths[0] = length
     mask = torch.arange(length) < lengths[:, None]  # (B, T)
     items = torch.randint(1, num_items + 1, (batch_size, length), generator=generator) * mask
     features = [
         torch.randint(1, table.num_embeddings, (batch_size, length), generator=generator) * mask
-        for table in scorer.model.feature_embeddings.values()
+        for table in scorer.model.embedder.features.values()
     ]
     return (items, mask, *features)
 
 
-def max_length(model: SequentialRecommender) -> int | None:
+def max_length(model: NextItemModel) -> int | None:
     """The longest sequence the encoder accepts (learned positions), or None (any)."""
     return getattr(model.encoder, "max_len", None)
 
@@ -145,13 +140,10 @@ def export_program(scorer: NextItemScorer) -> torch.export.ExportedProgram:
 def trace(scorer: NextItemScorer) -> torch.jit.ScriptModule:
     """A TorchScript trace; shapes stay dynamic (every op used reads sizes from its inputs)."""
     inputs = example_inputs(scorer, batch_size=3, length=min(5, max_length(scorer.model) or 5))
-    # _jit_is_scripting: Lightning's own switch (used by LightningModule.to_torchscript) that
-    # stops its `trainer` property raising while the tracer walks the module's attributes
-    with torch.no_grad(), warnings.catch_warnings(), _jit_is_scripting():
+    with torch.no_grad(), warnings.catch_warnings():
         # TracerWarning: the encoder's `T > max_len` check is evaluated once, not traced
         warnings.simplefilter("ignore", torch.jit.TracerWarning)
-        # torch.jit's own deprecation notice, and torchmetrics properties the tracer reads
-        warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.simplefilter("ignore", DeprecationWarning)  # torch.jit's own notice
         return torch.jit.trace(scorer, inputs, check_trace=False)
 
 
@@ -180,9 +172,14 @@ def export(cfg: DictConfig) -> dict[str, Any]:
     output = Path(options.output or Path(cfg.paths.output_dir) / DEFAULT_OUTPUT)
     if output.suffix not in FORMATS:
         raise OptionError(f"output must end in one of {', '.join(FORMATS)}, got {output}.")
-    model, spec = model_from_checkpoint(options.ckpt_path)
-    if not isinstance(model, SequentialRecommender):
-        raise OptionError(f"recsys-export supports the sasrec and gru models, not {spec.name}.")
+    trained = checkpoint.open_checkpoint(options.ckpt_path)
+    spec = trained.spec
+    if spec.scorer.name != "dot_product":
+        raise OptionError(
+            f"recsys-export supports models with the dot_product scorer, not {spec.name} "
+            f"(scorer {spec.scorer.name})."
+        )
+    model = trained.build().model
     scorer = NextItemScorer(model, exclude_history=options.exclude_history)
     inputs = [Path(options.ckpt_path)]
     with publishing(output, EXPORT, folder=False, inputs=inputs) as tmp:
@@ -217,13 +214,14 @@ def export_onnx(scorer: NextItemScorer, path: Path) -> None:
     program.save(str(path))
 
 
-@hydra.main(version_base="1.3", config_path=runs.CONF_DIR, config_name="export")
+@hydra.main(version_base="1.3", config_path=configs.CONF_DIR, config_name="export")
 @exit_on_user_error("recsys-export")
 def _main(cfg: DictConfig) -> None:
     result = export(cfg)
     model = result["model"]
     print(
-        f"Exported {result['spec'].name} (encoder + scorer over {model.spec.num_items:,} items; "
+        f"Exported {result['spec'].name} (encoder + scorer over "
+        f"{model.embedder.num_items:,} items; "
         f"batch and sequence length dynamic, length <= {max_length(model) or 'any'}; "
         f"inputs: items, mask{''.join(', ' + n for n in result['scorer'].feature_names)}) to "
         f"{result['output']}"

@@ -9,9 +9,36 @@ slower explicit-mask path, and no row is ever fully masked (which would give NaN
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Literal
+
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from recsys_seq.models.encoders import ENCODERS
+from recsys_seq.options import OptionError, option
+
+
+@dataclass(frozen=True)
+class SelfAttentionOptions:
+    """``model.encoder`` for :class:`SelfAttentionEncoder`."""
+
+    name: Literal["self_attention"] = "self_attention"
+    max_len: int = option(50, min=1)
+    num_layers: int = option(2, min=1)
+    num_heads: int = option(2, min=1)
+    ffn_multiplier: int = option(4, min=1)
+    dropout: float = option(0.2, min=0.0, below=1.0)
+    positions: Literal["from_start", "from_end"] = "from_start"
+
+    def check(self, d_model: int, where: str) -> None:
+        """Refuse a width the heads cannot split, before any work."""
+        if d_model % self.num_heads:
+            raise OptionError(
+                f"{where}: embedding_dim ({d_model}) must be divisible by "
+                f"encoder.num_heads ({self.num_heads})."
+            )
 
 
 class CausalSelfAttention(nn.Module):
@@ -65,6 +92,7 @@ class Block(nn.Module):
         return x
 
 
+@ENCODERS.register(SelfAttentionOptions)
 class SelfAttentionEncoder(nn.Module):
     """Maps embedded, right-padded sequences to one hidden state per position.
 
@@ -113,22 +141,20 @@ class SelfAttentionEncoder(nn.Module):
         )
         self.ln_out = nn.LayerNorm(d_model)
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """
-        Args:
-            x: ``(B, T, D)`` embedded events, right-padded.
-            mask: ``(B, T)`` bool, True for a real event.
+    def no_weight_decay(self) -> set[str]:
+        """The position table is a lookup, not a transformation: decaying it would pull
+        every position towards the same vector."""
+        return {"positions.weight"}
 
-        Returns:
-            ``(B, T, D)`` hidden states; exactly 0 at PAD positions.
-        """
+    def forward(self, x: torch.Tensor, mask: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """See :class:`~recsys_seq.models.encoders.SequenceEncoder`."""
         T = x.shape[1]
         if T > self.max_len:
             raise ValueError(f"sequence length {T} exceeds the encoder's max_len={self.max_len}")
         keep = mask[..., None].to(x.dtype)  # (B, T, 1)
         index = torch.arange(T, device=x.device)[None]  # (1, T)
         if self.from_end:
-            shift = self.max_len - mask.sum(1, keepdim=True)  # (B, 1)
+            shift = self.max_len - lengths[:, None]  # (B, 1)
             index = (index + shift).clamp(max=self.max_len - 1)  # PAD slots: any valid index
         x = (x + self.positions(index)) * self.input_scale
         x = self.dropout(x * keep)  # (B, T, D)

@@ -2,10 +2,27 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Literal
+
 import torch
 from torch import nn
 
+from recsys_seq.models.encoders import ENCODERS
+from recsys_seq.options import option
 
+
+@dataclass(frozen=True)
+class GRUOptions:
+    """``model.encoder`` for :class:`GRUEncoder`."""
+
+    name: Literal["gru"] = "gru"
+    hidden_size: int = option(64, min=1)
+    num_layers: int = option(1, min=1)
+    dropout: float = option(0.2, min=0.0, below=1.0)
+
+
+@ENCODERS.register(GRUOptions)
 class GRUEncoder(nn.Module):
     """Maps embedded, right-padded sequences to one hidden state per position with a GRU.
 
@@ -37,14 +54,8 @@ class GRUEncoder(nn.Module):
         )
         self.out = nn.Identity() if hidden_size == d_model else nn.Linear(hidden_size, d_model)
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """
-        Args:
-            x: ``(B, T, D)`` embedded events, right-padded.
-            mask: ``(B, T)`` bool, True for a real event.
-
-        Returns:
-            ``(B, T, D)`` hidden states; exactly 0 at PAD positions.
-        """
+    def forward(self, x: torch.Tensor, mask: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """See :class:`~recsys_seq.models.encoders.SequenceEncoder`; ``lengths`` is not
+        needed (no packing, see above)."""
         states, _ = self.gru(self.dropout(x))  # (B, T, H)
         return self.out(states) * mask[..., None].to(x.dtype)  # (B, T, D)

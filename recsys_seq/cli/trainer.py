@@ -1,0 +1,107 @@
+"""The Lightning Trainer of a run: its options checked before any work, Lightning's own
+refusals reported as option errors."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import lightning as L
+from hydra.errors import InstantiationException
+from hydra.utils import instantiate
+from lightning.fabric.utilities.exceptions import MisconfigurationException
+from omegaconf import DictConfig
+
+from recsys_seq.options import OptionError, checked, option
+
+
+@dataclass(frozen=True)
+class TrainerOptions:
+    """The Lightning Trainer options the project's configs set, checked before the run starts
+    (any other ``+trainer.<key>`` goes to Lightning as it is, which checks it)."""
+
+    accelerator: Literal["cpu", "gpu", "cuda", "mps", "tpu", "auto"] = "cpu"
+    devices: int | Literal["auto"] | list[int] = 1
+    num_nodes: int = option(1, min=1)
+    strategy: str = "auto"
+    precision: Literal[
+        "64-true",
+        "64",
+        "32-true",
+        "32",
+        "16-mixed",
+        "bf16-mixed",
+        "bf16-true",
+        "16-true",
+        64,
+        32,
+        16,
+    ] = "32-true"
+    min_epochs: int | None = option(None, min=0)
+    max_epochs: int = option(20, min=1)
+    max_steps: int = option(-1, min=-1)
+    check_val_every_n_epoch: int = option(1, min=1)
+    log_every_n_steps: int = option(50, min=1)
+    num_sanity_val_steps: int = option(0, min=-1)
+    use_distributed_sampler: bool = False
+    deterministic: bool | Literal["warn"] = False
+    limit_train_batches: int | float | None = option(None, min=0, max=None)
+    limit_val_batches: int | float | None = option(None, min=0)
+    limit_test_batches: int | float | None = option(None, min=0)
+    fast_dev_run: bool | int = False
+    default_root_dir: str | None = None
+    gradient_clip_val: float | None = option(None, min=0.0)
+    accumulate_grad_batches: int = option(1, min=1)
+
+
+def check_trainer(values: Mapping[str, Any]) -> None:
+    """Check the known Trainer options (``trainer.<key>``) with one message per mistake."""
+    values = {k: v for k, v in values.items() if k != "_target_"}
+    accepted = set(inspect.signature(L.Trainer.__init__).parameters) - {"self"}
+    unknown = sorted(set(values) - accepted)
+    if unknown:
+        raise OptionError(
+            f"Unknown option(s) {', '.join(f'trainer.{k}' for k in unknown)}: Lightning's "
+            "Trainer takes no such argument (see its documentation for the ones it takes)."
+        )
+    known = {f for f in TrainerOptions.__dataclass_fields__}
+    options = checked(TrainerOptions, {k: v for k, v in values.items() if k in known}, "trainer")
+    if options.devices == [] or (isinstance(options.devices, int) and options.devices < 1):
+        raise OptionError(f"trainer.devices must be >= 1, 'auto' or a list, got {options.devices}.")
+    for stage in ("train", "val", "test"):
+        limit = getattr(options, f"limit_{stage}_batches")
+        if limit is not None and (limit == 0 or (isinstance(limit, float) and limit > 1)):
+            raise OptionError(
+                f"trainer.limit_{stage}_batches must be a number of batches >= 1 or a fraction "
+                f"in (0, 1], got {limit}."
+            )
+    if isinstance(options.fast_dev_run, int) and options.fast_dev_run < 0:
+        raise OptionError(
+            f"trainer.fast_dev_run must be true, false or >= 1, got {options.fast_dev_run}."
+        )
+
+
+def build_trainer(trainer_cfg: DictConfig, **kwargs: Any) -> Any:
+    """The Lightning Trainer of the run's own config; options Lightning refuses (no GPU for
+    ``accelerator=gpu``, an unknown strategy) are reported as the option errors they are."""
+    with trainer_errors():
+        try:
+            return instantiate(trainer_cfg, **kwargs)
+        except InstantiationException as error:
+            cause = error.__cause__ or error
+            if isinstance(cause, (MisconfigurationException, ValueError, TypeError, ImportError)):
+                raise OptionError(f"The trainer options do not work here: {cause}") from None
+            raise
+
+
+@contextmanager
+def trainer_errors() -> Iterator[None]:
+    """Lightning's own verdict on a configuration (MisconfigurationException) as an option
+    error, e.g. ``trainer.limit_train_batches`` so small that no batch is left."""
+    try:
+        yield
+    except MisconfigurationException as error:
+        raise OptionError(f"The trainer options do not work here: {error}") from None

@@ -1,0 +1,71 @@
+"""What a composed config becomes: plain values, and the model spec for a dataset.
+
+Shared by the commands (:mod:`recsys_seq.cli`) and the benchmarks, which build models
+exactly as ``recsys-train`` does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from data_prep import conf
+from recsys_seq.data import SequenceDataModule
+from recsys_seq.models import ModelSpec, model_spec
+from recsys_seq.options import OptionError
+
+CONF_DIR = str(conf.CONF_DIR)
+"""The project's Hydra configs, as Hydra takes them."""
+
+
+def plain(section: DictConfig | Mapping | None) -> dict[str, Any]:
+    """A config section as plain values, interpolations resolved."""
+    if section is None:
+        return {}
+    if isinstance(section, DictConfig):
+        return OmegaConf.to_container(section, resolve=True)  # type: ignore[return-value]
+    return dict(section)
+
+
+def model_values(model_cfg: DictConfig | Mapping) -> dict[str, Any]:
+    """``conf/model`` as plain values, checked as far as they go without the data (so a bad
+    option fails before the data is prepared)."""
+    values = plain(model_cfg)
+    names = values.get("side_features") or []
+    if isinstance(names, str) or not isinstance(names, list):
+        raise OptionError(f"model.side_features must be a list of names, got {names!r}.")
+    model_spec({**values, "num_items": 2, "side_features": {}}, "model")
+    return values
+
+
+def spec_for_data(values: Mapping[str, Any], datamodule: SequenceDataModule) -> ModelSpec:
+    """The model spec for this data: catalogue size, item fingerprint, side-feature sizes."""
+    available = datamodule.meta.get("side_features", {})
+    wanted = list(values.get("side_features") or [])
+    missing = [name for name in wanted if name not in available]
+    if missing:
+        raise OptionError(
+            f"model.side_features names {missing}, but {datamodule.path} has "
+            + (f"only {sorted(available)}" if available else "no side features")
+            + "; drop them or prepare the data with them (recsys-prep side_features=[...])."
+        )
+    return model_spec(
+        {
+            **values,
+            "num_items": datamodule.num_items,
+            "item_fingerprint": datamodule.meta["item_fingerprint"],
+            "side_features": {name: int(available[name]) for name in wanted},
+        }
+    )
+
+
+def check_max_len(spec: ModelSpec, max_len: int) -> None:
+    """Refuse windows longer than the model's position table, before any work."""
+    limit = getattr(spec.encoder, "max_len", None)
+    if limit is not None and max_len > limit:
+        raise OptionError(
+            f"data.max_len={max_len} is above the model's longest sequence "
+            f"(model.encoder.max_len={limit}); use data.max_len <= {limit}."
+        )

@@ -1,0 +1,120 @@
+"""What rebuilds a model, as checked plain values: :class:`ModelSpec`.
+
+``conf/model`` composes into it (:func:`model_spec`); every checkpoint stores it
+(:func:`checkpoint_record`) and :mod:`recsys_seq.checkpoint` reads it back through the same
+checks. Parts are named, never imported by path: ``encoder.name``, ``scorer.name`` and
+``loss.name`` pick entries of the project's registries (:mod:`recsys_seq.models.components`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from recsys_seq.models.encoders import ENCODERS
+from recsys_seq.models.losses import LOSSES
+from recsys_seq.models.scorers import SCORERS
+from recsys_seq.options import OptionError, as_plain, checked, option
+
+RECORD_KEY = "recsys_seq"
+RECORD_FORMAT = 2
+METRICS = ("hr", "ndcg", "mrr")
+"""The all-item metrics every model logs, each at every cut-off in ``ks``."""
+
+
+@dataclass(frozen=True)
+class OptimizerOptions:
+    """Weight decay applies to weight matrices only (see ``NextItemTask``)."""
+
+    name: Literal["adamw", "adam"] = "adamw"
+    lr: float = option(0.003, min=0.0)
+    weight_decay: float = option(0.01, min=0.0)
+
+
+@dataclass(frozen=True)
+class SchedulerOptions:
+    """Reduce the learning rate when the monitored validation metric stops improving."""
+
+    name: Literal["reduce_on_plateau"] = "reduce_on_plateau"
+    factor: float = option(0.5, min=0.0, below=1.0)
+    patience: int = option(2, min=0)
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """Everything that rebuilds a trained model.
+
+    ``num_items``, ``item_fingerprint`` and the side-feature vocabulary sizes come from the
+    data (never from a config); the rest from ``conf/model``. ``name`` is a label (reports,
+    tables); what the model is comes from its parts.
+    """
+
+    name: str
+    encoder: Any  # options of a registered encoder
+    num_items: int = option(min=1)
+    scorer: Any = None  # options of a registered scorer; None: dot_product
+    loss: Any = None  # options of a registered loss; None: full_softmax
+    item_fingerprint: str = ""
+    embedding_dim: int = option(64, min=1)
+    side_features: dict[str, int] = field(default_factory=dict)  # name -> vocabulary size
+    ks: list[int] = option([1, 5, 10, 20], min=1)
+    monitor: str = "ndcg@10"  # validation metric for best checkpoint, early stop, scheduler
+    exclude_history: bool = False
+    optimizer: OptimizerOptions = field(default_factory=OptimizerOptions)
+    scheduler: SchedulerOptions | None = None
+
+
+PARTS = {"encoder": ENCODERS, "scorer": SCORERS, "loss": LOSSES}
+PART_DEFAULTS = {"scorer": {"name": "dot_product"}, "loss": {"name": "full_softmax"}}
+
+
+def model_spec(values: Mapping[str, Any], where: str = "model") -> ModelSpec:
+    """A checked :class:`ModelSpec`; each part is checked by its registered options class."""
+    if not isinstance(values, Mapping):
+        raise OptionError(f"{where} must be a mapping of options.")
+    values = dict(values)
+    if "encoder" not in values:
+        raise OptionError(f"{where}.encoder is required (one of {', '.join(ENCODERS.names())}).")
+    for part, registry in PARTS.items():
+        given = values.get(part)
+        values[part] = registry.checked(
+            PART_DEFAULTS[part] if given is None else given, f"{where}.{part}"
+        )
+    spec = checked(ModelSpec, values, where)
+    _check_parts(spec, where)
+    return spec
+
+
+def _check_parts(spec: ModelSpec, where: str) -> None:
+    """What no single options class can see: how the parts and sizes fit together."""
+    if not spec.name or not spec.name.replace("_", "").replace("-", "").isalnum():
+        raise OptionError(f"{where}.name must be letters, digits, - or _, got {spec.name!r}.")
+    check = getattr(spec.encoder, "check", None)
+    if check is not None:
+        check(spec.embedding_dim, where)
+    if spec.scorer.name not in spec.loss.scorers:
+        raise OptionError(
+            f"{where}.loss {spec.loss.name} trains the {' or '.join(spec.loss.scorers)} scorer, "
+            f"not {spec.scorer.name}; a target_attention scorer trains with loss=candidate_bce."
+        )
+    if spec.loss.name == "candidate_bce" and spec.num_items < 2:
+        raise OptionError("loss candidate_bce needs at least 2 items to sample negatives.")
+    if not spec.ks:
+        raise OptionError(f"{where}.ks must list at least one cut-off, e.g. [10].")
+    logged = [f"{metric}@{k}" for metric in METRICS for k in spec.ks]
+    if spec.monitor not in logged:
+        raise OptionError(
+            f"{where}.monitor must be a logged validation metric ({', '.join(logged)}), got "
+            f"{spec.monitor!r}."
+        )
+
+
+def spec_values(spec: ModelSpec) -> dict[str, Any]:
+    """``spec`` as plain values (what checkpoints store, what :func:`model_spec` reads)."""
+    return as_plain(spec)
+
+
+def checkpoint_record(spec: ModelSpec, data: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The project's record in a checkpoint: the model spec and the data options."""
+    return {"format": RECORD_FORMAT, "model": spec_values(spec), "data": dict(data or {})}

@@ -1,0 +1,115 @@
+"""The one LightningModule that trains, evaluates and serves a :class:`NextItemModel`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+from torchmetrics import MaxMetric
+
+from recsys_seq.data.facts import DataFacts
+from recsys_seq.models.network import NextItemModel
+from recsys_seq.models.ranking import RankingModule, rankable_scores
+from recsys_seq.models.spec import RECORD_KEY, ModelSpec, checkpoint_record
+
+OPTIMIZERS = {"adamw": torch.optim.AdamW, "adam": torch.optim.Adam}
+
+
+class NextItemTask(RankingModule):
+    """Next-item recommendation: the loss in training, all-item ranking metrics in
+    validation and test (:class:`RankingModule`), top-K lists in prediction.
+
+    Every model of the project is this task over a different :class:`NextItemModel`
+    (SASRec: self-attention + dot product; GRU4Rec: GRU + dot product; DIN: identity + target
+    attention), built from a :class:`ModelSpec` by :func:`recsys_seq.models.build_model`.
+
+    Args:
+        spec: the checked spec the parts were built from; stored in every checkpoint.
+        model: the network.
+        loss: ``loss(states, batch, model) -> scalar`` (:mod:`recsys_seq.models.losses`).
+        facts: what the task knows about its data (:class:`DataFacts`).
+    """
+
+    def __init__(
+        self, spec: ModelSpec, model: NextItemModel, loss: nn.Module, facts: DataFacts
+    ) -> None:
+        super().__init__(spec.ks, spec.exclude_history, facts.sampled_negatives)
+        self.spec = spec
+        self.model = model
+        self.loss = loss
+        self.data_record = facts.record
+        self.val_best = MaxMetric()
+        self.predict_k = max(spec.ks)  # recommendations per user in predict_step
+
+    def score_next(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        return self.model.score_next(batch)
+
+    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        # PAD positions are scored too and weighted out by the loss: no data-dependent
+        # boolean gather, i.e. no host-device sync per step; bucketing keeps that waste small.
+        loss = self.loss(self.model.encode(batch), batch, self.model)
+        self.log("train/loss", loss, prog_bar=True, batch_size=batch["lengths"].shape[0])
+        return loss
+
+    def on_validation_epoch_end(self) -> None:
+        values = self._log_stage("val", self.val_metrics, self.val_sampled)
+        if self.trainer.sanity_checking:
+            return
+        self.val_best(values[self.spec.monitor])
+        self.log(f"val/best_{self.spec.monitor}", self.val_best.compute().float())
+
+    def predict_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> dict:
+        """Top-``predict_k`` items per user, best first: ``user (B,)``, ``items (B, k)``,
+        ``scores (B, k)``. With ``exclude_history`` the batch's ``seen`` items (the whole
+        known history, in the serving stage) or else its window score ``-inf``; items at
+        ``-inf`` (fewer than k rankable) are for the caller to drop."""
+        exclude = batch.get("seen", batch["items"]) if self.exclude_history else None
+        scores = rankable_scores(self.score_next(batch), exclude)
+        values, items = torch.topk(scores, min(self.predict_k, scores.shape[1] - 1), dim=1)
+        return {"user": batch["user"], "items": items, "scores": values}
+
+    def configure_optimizers(self) -> Any:
+        """The spec's optimiser, decaying weight matrices only, and its optional scheduler
+        on the monitored validation metric."""
+        options = self.spec.optimizer
+        optimizer = OPTIMIZERS[options.name](
+            parameter_groups(self, options.weight_decay), lr=options.lr
+        )
+        if self.spec.scheduler is None:
+            return optimizer
+        scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(
+            optimizer,
+            mode="max",  # ranking metrics: higher is better
+            factor=self.spec.scheduler.factor,
+            patience=self.spec.scheduler.patience,
+        )
+        return {
+            "optimizer": optimizer,
+            "lr_scheduler": {"scheduler": scheduler, "monitor": f"val/{self.spec.monitor}"},
+        }
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        checkpoint[RECORD_KEY] = checkpoint_record(self.spec, self.data_record)
+
+
+def parameter_groups(module: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
+    """Two optimiser groups: weight matrices decayed, the rest not.
+
+    Biases, norm scales and activation slopes (vectors) only shift or scale, and lookup
+    tables a part names in its ``no_weight_decay()`` (positions) are not transformations:
+    decaying them pulls them towards zero for no regularising benefit. Item and side-feature
+    embeddings are decayed: they are the model's capacity per item.
+    """
+    exempt: set[str] = set()
+    for prefix, part in module.named_modules():
+        if hasattr(part, "no_weight_decay"):
+            exempt |= {f"{prefix}.{name}" if prefix else name for name in part.no_weight_decay()}
+    decay, keep = [], []
+    for name, parameter in module.named_parameters():
+        (keep if parameter.ndim < 2 or name in exempt else decay).append(parameter)
+    groups = [
+        {"params": decay, "weight_decay": weight_decay},
+        {"params": keep, "weight_decay": 0.0},
+    ]
+    return [group for group in groups if group["params"]]

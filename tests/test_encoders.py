@@ -1,0 +1,145 @@
+"""Every registered encoder keeps the SequenceEncoder contract; optimiser groups decay only
+weight matrices."""
+
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from recsys_seq import configs
+from recsys_seq.data.batch import padding_mask
+from recsys_seq.models import ENCODERS, NextItemTask, build_model, model_spec
+from recsys_seq.models.target_attention import ChannelPReLU
+
+D = 16
+ATOL = 1e-5
+
+
+def default_encoder(name: str) -> nn.Module:
+    """``name`` with its options' defaults, D wide, in eval mode (no dropout)."""
+    torch.manual_seed(0)
+    return ENCODERS.build(ENCODERS.options(name)(), d_model=D).eval()
+
+
+@pytest.mark.parametrize("name", ENCODERS.names())
+def test_every_encoder_is_padding_safe_and_causal(name):
+    """The contract of :class:`~recsys_seq.models.encoders.SequenceEncoder`: a real
+    position's state depends neither on extra right padding nor on batch mates, PAD states are
+    exactly 0, and the state at t depends on events 0..t only.
+
+    PAD slots of ``x`` hold garbage, not zeros: an encoder must not read them."""
+    encoder = default_encoder(name)
+    g = torch.Generator().manual_seed(1)
+    lengths = torch.tensor([5, 2, 7, 1])
+    T, extra = int(lengths.max()), 4
+    x = torch.randn(len(lengths), T + extra, D, generator=g)  # (B, T + extra, D)
+
+    def encode(x: torch.Tensor, lengths: torch.Tensor, width: int) -> torch.Tensor:
+        return encoder(x[:, :width], padding_mask(lengths, width), lengths)  # (B, width, D)
+
+    mask = padding_mask(lengths, T)  # (B, T)
+    with torch.no_grad():
+        states = encode(x, lengths, T)
+        assert states.shape == (len(lengths), T, D)
+        assert (states[~mask] == 0).all(), "PAD states must be exactly 0"
+        assert (states[mask] != 0).any()
+
+        padded = encode(x, lengths, T + extra)  # padded further than the longest row
+        assert torch.allclose(padded[:, :T], states, atol=ATOL)
+        assert (padded[:, T:] == 0).all()
+
+        for row, n in enumerate(lengths.tolist()):  # each row alone: no mates, no padding
+            alone = encode(x[row : row + 1], lengths[row : row + 1], n)[0]
+            assert torch.allclose(alone, states[row, :n], atol=ATOL), (row, n)
+
+        mates = torch.randn(3, T + extra, D, generator=g)  # row 0 among other mates
+        mates_lengths = torch.tensor([lengths[0], 9, 3])
+        together = encode(torch.cat([x[:1], mates]), torch.cat([lengths[:1], mates_lengths]), 9)
+        assert torch.allclose(together[0, :T], states[0], atol=ATOL)
+
+        for t in range(T - 1):  # rewrite events t+1.. of every row: states 0..t stay
+            changed = x.clone()
+            changed[:, t + 1 :] = torch.randn(changed[:, t + 1 :].shape, generator=g)
+            after = encode(changed, lengths, T)
+            assert torch.allclose(after[:, : t + 1], states[:, : t + 1], atol=ATOL), t
+            real = mask[:, t + 1]  # and the rewrite is seen where it is real
+            assert not torch.allclose(after[real, t + 1], states[real, t + 1], atol=ATOL), t
+
+
+def test_every_conf_encoder_is_registered():
+    shipped = {p.stem for p in (Path(configs.CONF_DIR) / "encoder").glob("*.yaml")}
+    assert shipped <= set(ENCODERS.names())
+
+
+def make_task(kind: str, weight_decay: float) -> NextItemTask:
+    encoders = {
+        "sasrec": {"name": "self_attention", "max_len": 8},
+        "gru": {"name": "gru", "hidden_size": 24},
+        "din": {"name": "identity"},
+    }
+    parts = {"din": {"scorer": {"name": "target_attention"}, "loss": {"name": "candidate_bce"}}}
+    spec = model_spec(
+        {
+            "name": kind,
+            "encoder": encoders[kind],
+            **parts.get(kind, {}),
+            "num_items": 30,
+            "embedding_dim": D,
+            "side_features": {"category": 4},
+            "optimizer": {"name": "adamw", "lr": 0.01, "weight_decay": weight_decay},
+        }
+    )
+    return build_model(spec)
+
+
+def expected_decay(module: nn.Module, name: str, decay: float) -> float:
+    """The weight decay of ``module``'s own parameter ``name`` (position tables aside)."""
+    if isinstance(module, nn.LayerNorm | ChannelPReLU):
+        return 0.0  # norm scales and shifts, activation slopes
+    if isinstance(module, nn.Linear | nn.GRU):
+        return 0.0 if name.startswith("bias") else decay  # GRU: weight_ih_l0, bias_hh_l0, ...
+    if isinstance(module, nn.Embedding):
+        return decay  # items and side features: the model's capacity per item
+    raise AssertionError(f"no rule for {type(module).__name__}.{name}: decide and add one")
+
+
+@pytest.mark.parametrize("kind", ["sasrec", "gru", "din"])
+def test_weight_decay_applies_to_weight_matrices_only(kind):
+    task = make_task(kind, weight_decay=0.1)
+    optimizer = task.configure_optimizers()
+    decay_of: dict[int, float] = {}
+    for group in optimizer.param_groups:
+        for parameter in group["params"]:
+            assert id(parameter) not in decay_of, "a parameter is in two groups"
+            decay_of[id(parameter)] = group["weight_decay"]
+    named = dict(task.named_parameters())
+    assert set(decay_of) == {id(p) for p in named.values()}, "every parameter is in a group"
+
+    positions = getattr(task.model.encoder, "positions", None)
+    for prefix, module in task.named_modules():
+        for name, parameter in module.named_parameters(recurse=False):
+            where = f"{prefix}.{name}"
+            expected = 0.0 if module is positions else expected_decay(module, name, 0.1)
+            assert decay_of[id(parameter)] == expected, where
+
+    # the kinds the rule is about are all present where the model has them
+    embedder = task.model.embedder
+    assert decay_of[id(embedder.items.weight)] == 0.1
+    assert decay_of[id(embedder.features["category"].weight)] == 0.1
+    linears = [m for m in task.modules() if isinstance(m, nn.Linear)]
+    assert linears or kind == "gru"
+    assert all(decay_of[id(m.weight)] == 0.1 for m in linears)
+    assert all(decay_of[id(m.bias)] == 0.0 for m in linears if m.bias is not None)
+    if kind == "sasrec":
+        norms = [m for m in task.modules() if isinstance(m, nn.LayerNorm)]
+        assert norms and all(decay_of[id(m.weight)] == 0.0 for m in norms)
+        assert decay_of[id(positions.weight)] == 0.0
+        assert "model.encoder.positions.weight" in named
+
+
+def test_optimizer_takes_the_specs_learning_rate_and_decay():
+    optimizer = make_task("sasrec", weight_decay=0.0).configure_optimizers()
+    assert isinstance(optimizer, torch.optim.AdamW)
+    assert all(group["lr"] == 0.01 for group in optimizer.param_groups)
+    assert all(group["weight_decay"] == 0.0 for group in optimizer.param_groups)
