@@ -188,6 +188,10 @@ def _check_bounds(value: Any, bounds: Mapping[str, Any], where: str) -> None:
 def _name(hint: Any) -> str:
     if hint is type(None):
         return "null"
+    if get_origin(hint) is Literal:
+        return " or ".join(str(a) for a in get_args(hint))
+    if get_origin(hint) in (list, tuple) or hint in (list, tuple):
+        return "a list"
     return {int: "an integer", float: "a number", str: "a string", bool: "true/false"}.get(
         hint, getattr(hint, "__name__", str(hint))
     )

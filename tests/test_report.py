@@ -7,6 +7,7 @@ import pytest
 
 from recsys_seq.cli.report import main, report
 from recsys_seq.cli.train import train
+from recsys_seq.report.table import markdown
 from tests.test_train import demo_dir, train_config  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.slow  # trains two runs of 2 epochs
@@ -70,3 +71,21 @@ def test_a_single_run_folder_and_an_empty_folder(sweep, tmp_path, capsys):
         main([str(tmp_path)])
     assert exit_info.value.code == 2
     assert "recsys-report: error: no run folders" in capsys.readouterr().err
+
+
+def test_markdown_shows_the_best_value_of_each_monitored_metric():
+    frame = pl.DataFrame(
+        {
+            "run": ["a", "b"],
+            "model": ["sasrec", "gru"],
+            "dataset": ["demo", "demo"],
+            "overrides": ["", "model.monitor=hr@10"],
+            "test/ndcg@10": [0.4, 0.3],
+            "val/best_ndcg@10": [0.5, None],
+            "val/best_hr@10": [None, 0.7],
+            "popularity/test/ndcg@10": [0.01, 0.01],
+        }
+    )
+    header, _, first, second = markdown(frame).splitlines()
+    assert header.split(" | ")[4:7] == ["test/ndcg@10", "val/best_hr@10", "val/best_ndcg@10"]
+    assert "| 0.4000 | - | 0.5000 |" in first and "| 0.3000 | 0.7000 | - |" in second

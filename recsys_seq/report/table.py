@@ -12,7 +12,6 @@ TABLE_METRICS = (
     "test/ndcg@10",
     "test/hr@10",
     "test/mrr@10",
-    "val/best_ndcg@10",
     "popularity/test/ndcg@10",
     "popularity/test/hr@10",
     "fit/epochs",
@@ -40,10 +39,12 @@ def table(runs: Sequence[Run]) -> pl.DataFrame:
 
 
 def markdown(frame: pl.DataFrame) -> str:
-    """The key columns of :func:`table` as a markdown pipe table."""
-    columns = ["run", "model", "dataset", "overrides"] + [
-        m for m in TABLE_METRICS if m in frame.columns
-    ]
+    """The key columns of :func:`table` as a markdown pipe table, with the best validation
+    value of every monitored metric the runs used (``val/best_<model.monitor>``)."""
+    best = sorted(c for c in frame.columns if c.startswith("val/best_"))
+    shown = [m for m in TABLE_METRICS if m.startswith("test/")] + best
+    shown += [m for m in TABLE_METRICS if not m.startswith("test/")]
+    columns = ["run", "model", "dataset", "overrides"] + [m for m in shown if m in frame.columns]
     lines = ["| " + " | ".join(columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
     for row in frame.select(columns).iter_rows():
         cells = [
