@@ -8,6 +8,8 @@ every rank writes its users to a part file of a shared staging folder and rank z
 
 from __future__ import annotations
 
+import contextlib
+import re
 from pathlib import Path
 
 import lightning as L
@@ -17,8 +19,12 @@ import torch
 from lightning.pytorch.callbacks import BasePredictionWriter
 
 from data_prep import schema
+from data_prep.errors import UserError
 
 COLUMNS = ("user_id", "rank", "item_id", "score")
+PART_KEY = "recsys_seq_artifact"  # parquet metadata marking a part this module wrote
+PART = "recommendation_part"
+PART_NAME = re.compile(r"part-\d+\.parquet")
 
 
 def long_frame(users: torch.Tensor, items: torch.Tensor, scores: torch.Tensor) -> pl.DataFrame:
@@ -64,8 +70,9 @@ def to_frame(
 
 
 class TopKWriter(BasePredictionWriter):
-    """Collects each predicted batch on the CPU and writes this rank's users to
-    ``parts/part-<rank>.parquet`` at the end (``parts`` must be one folder all ranks see).
+    """Collects each predicted batch on its device (no host sync per step) and writes this
+    rank's users to ``parts/part-<rank>.parquet`` at the end (``parts`` must be one folder
+    all ranks see; :func:`clear_parts` it before and after).
 
     Use :func:`read_parts` on rank zero after ``trainer.predict`` to get the whole table.
     """
@@ -73,21 +80,54 @@ class TopKWriter(BasePredictionWriter):
     def __init__(self, parts: Path) -> None:
         super().__init__(write_interval="batch")
         self.parts = parts
-        self._frames: list[pl.DataFrame] = []
+        self._batches: list[dict[str, torch.Tensor]] = []
 
     def write_on_batch_end(
         self, trainer, pl_module, prediction, batch_indices, batch, batch_idx, dataloader_idx=0
     ) -> None:
-        self._frames.append(long_frame(*(prediction[k].cpu() for k in ("user", "items", "scores"))))
+        self._batches.append(prediction)
 
     def on_predict_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        none = torch.zeros(0, 1, dtype=torch.long)  # a rank without users writes no rows
-        frame = pl.concat(self._frames) if self._frames else long_frame(none[:, 0], none, none)
+        keys = ("user", "items", "scores")
+        if self._batches:  # one transfer to the host for the whole epoch
+            tensors = [torch.cat([b[k] for b in self._batches]).cpu() for k in keys]
+        else:  # a rank without users writes no rows
+            none = torch.zeros(0, 1, dtype=torch.long)
+            tensors = [none[:, 0], none, none]
         self.parts.mkdir(parents=True, exist_ok=True)
-        frame.write_parquet(self.parts / f"part-{trainer.global_rank}.parquet")
-        self._frames = []
+        long_frame(*tensors).write_parquet(
+            self.parts / f"part-{trainer.global_rank}.parquet", metadata={PART_KEY: PART}
+        )
+        self._batches = []
 
 
 def read_parts(parts: Path) -> pl.DataFrame:
     """Every rank's part, as one :func:`long_frame`."""
     return pl.concat([pl.read_parquet(p) for p in sorted(parts.glob("part-*.parquet"))])
+
+
+def _is_part(path: Path) -> bool:
+    try:
+        return bool(PART_NAME.fullmatch(path.name)) and (
+            pl.read_parquet_metadata(path).get(PART_KEY) == PART
+        )
+    except (OSError, pl.exceptions.PolarsError):
+        return False
+
+
+def clear_parts(parts: Path) -> None:
+    """Remove a parts folder this module left (a killed run's parts would otherwise join the
+    next table); a folder of that name holding anything else is refused, never deleted.
+    Safe when several ranks clear at once."""
+    if not parts.exists():
+        return
+    entries = list(parts.iterdir()) if parts.is_dir() else None
+    if entries is None or not all(_is_part(p) for p in entries):
+        raise UserError(
+            f"{parts} is in the way of recsys-recommend's temporary parts and is not one it "
+            "left behind; move it away or pick another output."
+        )
+    for entry in entries:
+        entry.unlink(missing_ok=True)
+    with contextlib.suppress(OSError):  # another rank cleared it first, or wrote meanwhile
+        parts.rmdir()

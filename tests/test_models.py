@@ -141,7 +141,7 @@ def test_history_exclusion_scores_history_minus_infinity():
 
 def test_popularity_ranks_by_training_counts():
     data = sequences([[1, 2, 2, 3, 3], [2, 1, 4, 4]], num_items=4)
-    counts = data.train_item_counts()
+    counts = data.item_counts
     assert counts.tolist() == [0, 2, 3, 0, 0]  # training events: [1, 2, 2] and [2, 1]
     baseline = PopularityRecommender(counts)
     batch = eval_batch([[1, 2, 2, 3, 3], [2, 1, 4, 4]], [0, 1])

@@ -8,11 +8,12 @@ import pytest
 import torch
 
 from data_prep import schema
+from data_prep.errors import UserError
 from data_prep.publish import OutputRefused
 from recsys_seq.checkpoint import VocabularyMismatch
 from recsys_seq.cli.recommend import UnknownUsers, read_user_ids, recommend
 from recsys_seq.metrics import target_rank
-from recsys_seq.serving import to_frame
+from recsys_seq.serving import PART, PART_KEY, long_frame, to_frame
 from tests.test_train import compose_config, demo_dir, short_checkpoint  # noqa: F401 (fixture)
 
 K = 10
@@ -170,3 +171,21 @@ def test_only_its_own_output_is_replaced(tmp_path, checkpoint, output):
     with pytest.raises(OutputRefused, match="left untouched"):
         recommend(cfg, show_progress=False)
     assert target.read_text() == "user_id,rank\nmine,1\n"
+
+
+def test_stale_parts_are_cleared_and_a_foreign_folder_is_refused(tmp_path, checkpoint):
+    output = tmp_path / "recs.parquet"
+    parts = tmp_path / ".recs.parquet.parts"
+    cfg = recommend_config(tmp_path, checkpoint, f"output={output}")
+    first, _ = recommend(cfg, show_progress=False)
+    # a killed run with more ranks left parts behind: they must not join the next table
+    parts.mkdir()
+    stale = long_frame(torch.tensor([0]), torch.tensor([[1, 2]]), torch.tensor([[9.0, 8.0]]))
+    stale.write_parquet(parts / "part-7.parquet", metadata={PART_KEY: PART})
+    again, _ = recommend(cfg, show_progress=False)
+    assert again.equals(first) and not parts.exists()
+    parts.mkdir()
+    (parts / "notes.txt").write_text("mine")
+    with pytest.raises(UserError, match="in the way"):
+        recommend(cfg, show_progress=False)
+    assert (parts / "notes.txt").read_text() == "mine"

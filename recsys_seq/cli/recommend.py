@@ -23,7 +23,6 @@ Users with fewer than K rankable items get fewer rows. The output has one row pe
 
 from __future__ import annotations
 
-import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,7 +44,7 @@ from recsys_seq.cli.evaluate import restore
 from recsys_seq.cli.trainer import build_trainer, check_trainer, trainer_errors
 from recsys_seq.data import Stage
 from recsys_seq.options import OptionError, option
-from recsys_seq.serving import COLUMNS, TopKWriter, read_parts, to_original_ids
+from recsys_seq.serving import COLUMNS, TopKWriter, clear_parts, read_parts, to_original_ids
 
 RECOMMENDATIONS = "recommendations"
 ARTIFACT_KEY = "recsys_seq_artifact"  # parquet metadata: which artifact wrote the file
@@ -139,7 +138,12 @@ def recommend(cfg: DictConfig, show_progress: bool = True) -> tuple[pl.DataFrame
     output = Path(options.output or Path(cfg.paths.output_dir) / DEFAULT_OUTPUT)
     if output.suffix not in (".parquet", ".csv"):
         raise OptionError(f"output must end in .parquet or .csv, got {output}.")
-    overrides = {**configs.plain(cfg.get("data")), "eval_batch_size": options.batch_size}
+    # no fixed negatives: serving ranks all items, and drawing them is work for nothing
+    overrides = {
+        **configs.plain(cfg.get("data")),
+        "eval_batch_size": options.batch_size,
+        "sampled_negatives": 0,
+    }
     model, datamodule, _ = restore(options.ckpt_path, overrides)
     inputs = [Path(options.ckpt_path), datamodule.path]
     if options.users != "all":
@@ -161,6 +165,7 @@ def recommend(cfg: DictConfig, show_progress: bool = True) -> tuple[pl.DataFrame
     model.exclude_history = options.exclude_history
     datamodule.serve_users(Stage(options.stage), wanted)
     parts = output.parent / f".{output.name}.parts"  # one folder every rank sees
+    clear_parts(parts)  # before any rank writes: ranks meet only inside predict
     writer = TopKWriter(parts)
     callbacks = [writer, RichProgressBar()] if show_progress else [writer]
     trainer = build_trainer(
@@ -183,7 +188,7 @@ def recommend(cfg: DictConfig, show_progress: bool = True) -> tuple[pl.DataFrame
             write_recommendations(frame, output, inputs)
     finally:
         if trainer.is_global_zero:
-            shutil.rmtree(parts, ignore_errors=True)
+            clear_parts(parts)
     served = len(wanted) - skipped
     info = {
         "model": model,

@@ -81,7 +81,7 @@ def popularity_metrics(
 
     Computed in this process over every user (no Trainer, so it also runs unchanged on rank
     zero of a DDP job)."""
-    baseline = PopularityRecommender(datamodule.data.train_item_counts(), ks, exclude_history)
+    baseline = PopularityRecommender(datamodule.data.item_counts, ks, exclude_history)
     metrics: dict[str, float] = {}
     for stage in ("val", "test"):
         loader = datamodule.dataloader(stage, num_replicas=1, rank=0)

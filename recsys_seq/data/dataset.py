@@ -106,10 +106,6 @@ class PreparedSequences:
         users = np.repeat(self.users, np.diff(self.offsets))
         return np.unique(users * (self.num_items + 1) + self.items)
 
-    def train_item_counts(self) -> np.ndarray:
-        """``(N + 1,)`` how often each item occurs in the training events (PAD counts 0)."""
-        return self.item_counts
-
 
 def _item_counts(path: Path, num_items: int) -> np.ndarray:
     """``items.parquet``'s training counts as an ``(N + 1,)`` array indexed by item."""
@@ -178,7 +174,7 @@ class WindowDataset(Dataset):
         if sampled_negatives and evaluation:
             if negatives_from not in DISTRIBUTIONS:
                 raise ValueError(f"negatives_from must be one of {DISTRIBUTIONS}")
-            weights = data.train_item_counts() if negatives_from == "popularity" else None
+            weights = data.item_counts if negatives_from == "popularity" else None
             self.negatives = sample_negatives(
                 data.history_keys(),
                 self.users,

@@ -34,6 +34,7 @@ from torch import nn
 from recsys_seq.data.batch import IGNORE_INDEX
 from recsys_seq.data.negatives import DISTRIBUTIONS, Distribution
 from recsys_seq.models.components import Components
+from recsys_seq.models.scorers import with_pad_at_minimum
 from recsys_seq.options import option
 
 LOSSES = Components("loss")
@@ -54,8 +55,7 @@ class FullSoftmaxOptions:
 class FullSoftmaxLoss(nn.Module):
     def forward(self, states: torch.Tensor, batch: dict, model: nn.Module) -> torch.Tensor:
         targets = batch["targets"]
-        logits = states @ model.item_table.T  # (B, T, N + 1)
-        logits = logits.index_fill(-1, targets.new_zeros(1), torch.finfo(logits.dtype).min)
+        logits = with_pad_at_minimum(states @ model.item_table.T)  # (B, T, N + 1)
         return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE_INDEX)
 
 
