@@ -4,9 +4,11 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from omegaconf import OmegaConf
 
-from recsys_seq.cli.report import main, report
+from recsys_seq.cli.report import report
 from recsys_seq.cli.train import train
+from recsys_seq.report.runs import ReportError
 from recsys_seq.report.table import markdown
 from tests.test_train import demo_dir, train_config  # noqa: F401 (fixture)
 
@@ -33,14 +35,15 @@ def sweep(tmp_path_factory, demo_dir) -> Path:  # noqa: F811
         )
         train(cfg)
         (run_dir / ".hydra").mkdir()
+        OmegaConf.save(cfg, run_dir / ".hydra" / "config.yaml")  # unresolved, as Hydra saves it
         (run_dir / ".hydra" / "overrides.yaml").write_text("".join(f"- {o}\n" for o in overrides))
     return folder
 
 
-def test_report_table_and_plots(sweep, capsys):
-    main([str(sweep)])
-    printed = capsys.readouterr().out
-    assert "| run | model | dataset | overrides |" in printed and "2 runs" in printed
+def test_report_table_and_plots(sweep):
+    result = report(sweep, include_debug=True)  # limit_*_batches: debug runs
+    assert result["markdown"].startswith("| run | model | dataset | overrides |")
+    assert [r.debug for r in result["runs"]] == ["trainer.limit_train_batches=3"] * 2
 
     frame = pl.read_csv(sweep / "report" / "report.csv", schema_overrides={"run": pl.String})
     assert frame["run"].to_list() == ["0", "1"]
@@ -57,35 +60,48 @@ def test_report_table_and_plots(sweep, capsys):
 
 
 def test_curves_have_one_point_per_epoch(sweep):
-    result = report(sweep)
+    result = report(sweep, include_debug=True)
     for run in result["runs"]:
-        assert run.monitor == "ndcg@10"  # model.monitor in conf/model/recommender.yaml
+        assert run.metric == "val/ndcg@10"  # optimized_metric in conf/train.yaml
+        assert run.curve_source == "csv"
         assert run.curve["epoch"].to_list() == [0, 1]
         assert run.curve["value"].is_between(0, 1).all()
 
 
-def test_a_single_run_folder_and_an_empty_folder(sweep, tmp_path, capsys):
-    result = report(sweep / "1")
+def test_a_single_run_folder_an_empty_folder_and_debug_runs(sweep, tmp_path):
+    result = report(sweep / "1", include_debug=True)
     assert result["table"]["model"].to_list() == ["gru"]
-    with pytest.raises(SystemExit) as exit_info:
-        main([str(tmp_path)])
-    assert exit_info.value.code == 2
-    assert "recsys-report: error: no run folders" in capsys.readouterr().err
+    with pytest.raises(ReportError, match="no run folders"):
+        report(tmp_path)
+    with pytest.raises(ReportError, match="all 2 runs .* are debug runs"):
+        report(sweep)
 
 
-def test_markdown_shows_the_best_value_of_each_monitored_metric():
+def test_markdown_shows_each_runs_optimized_metric_and_its_best_value():
     frame = pl.DataFrame(
         {
             "run": ["a", "b"],
             "model": ["sasrec", "gru"],
             "dataset": ["demo", "demo"],
-            "overrides": ["", "model.monitor=hr@10"],
+            "overrides": ["", "optimized_metric=val/hr@5"],
+            "optimized_metric": ["val/ndcg@10", "val/hr@5"],
+            "debug": [None, None],
+            "best_val": [0.5, 0.7],
             "test/ndcg@10": [0.4, 0.3],
-            "val/best_ndcg@10": [0.5, None],
-            "val/best_hr@10": [None, 0.7],
+            "test/hr@10": [0.6, 0.5],
+            "test/hr@5": [0.45, 0.35],
+            "test/mrr@10": [0.2, 0.1],
             "popularity/test/ndcg@10": [0.01, 0.01],
         }
     )
     header, _, first, second = markdown(frame).splitlines()
-    assert header.split(" | ")[4:7] == ["test/ndcg@10", "val/best_hr@10", "val/best_ndcg@10"]
-    assert "| 0.4000 | - | 0.5000 |" in first and "| 0.3000 | 0.7000 | - |" in second
+    assert header.split(" | ")[4:10] == [
+        "test/ndcg@10",
+        "test/hr@5",
+        "test/hr@10",
+        "optimized_metric",
+        "best_val",
+        "popularity/test/ndcg@10 |",
+    ]
+    assert "| 0.4000 | 0.4500 | 0.6000 | val/ndcg@10 | 0.5000 | 0.0100 |" in first
+    assert "| 0.3000 | 0.3500 | 0.5000 | val/hr@5 | 0.7000 | 0.0100 |" in second

@@ -26,6 +26,7 @@ pytestmark = pytest.mark.slow  # one real training run, then the command line a 
 
 BIN = Path(sys.executable).parent
 WARNING = "recsys-report: warning: skipping "
+DEBUG = "include_debug=true"  # the good run trains on a few batches: a debug run
 
 
 def run_command(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess:
@@ -36,8 +37,8 @@ def run_command(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def good_run(tmp_path_factory) -> Path:
-    """A real run folder written by ``recsys-train``: metrics.json, config.yaml, .hydra/,
-    csv/metrics.csv."""
+    """A real run folder written by ``recsys-train``: metrics.json, .hydra/ (config.yaml,
+    overrides.yaml, hydra.yaml), csv/metrics.csv."""
     root = tmp_path_factory.mktemp("source")
     data = prepare_demo(root / "demo")
     run = root / "good"
@@ -106,6 +107,14 @@ def dangling(name: str) -> Callable[[Path], None]:
     return corrupt
 
 
+REPORT_FILES = (
+    "report.csv",
+    "report.md",
+    "metrics.png",
+    "val_curves.png",
+    "length_histogram_demo.png",
+    ".recsys-seq.json",
+)
 MARKER = "called.txt"  # what the hostile configs below would create if anything ran them
 
 BROKEN = {
@@ -128,17 +137,26 @@ BROKEN = {
     "checkpoint-number": (metric("checkpoint", 3), "'checkpoint' is 3"),
     "metrics-folder": (folder_instead("metrics.json"), "metrics.json cannot be read"),
     "metrics-dangling-link": (dangling("metrics.json"), "metrics.json cannot be read"),
-    "config-not-yaml": (write("config.yaml", "model: [unclosed\n"), "config.yaml is not valid"),
-    "config-not-utf8": (write("config.yaml", b"\xff\xfe: x\n"), "config.yaml is not valid YAML"),
-    "config-list": (write("config.yaml", "- a\n- b\n"), "config.yaml holds a list, not a map"),
-    "config-empty": (write("config.yaml", ""), "config.yaml holds nothing, not a mapping"),
-    "config-scalar": (write("config.yaml", "just words\n"), "config.yaml holds a string"),
+    "config-not-yaml": (
+        write(".hydra/config.yaml", "model: [unclosed\n"),
+        "config.yaml is not valid",
+    ),
+    "config-not-utf8": (
+        write(".hydra/config.yaml", b"\xff\xfe: x\n"),
+        "config.yaml is not valid YAML",
+    ),
+    "config-list": (
+        write(".hydra/config.yaml", "- a\n- b\n"),
+        "config.yaml holds a list, not a map",
+    ),
+    "config-empty": (write(".hydra/config.yaml", ""), "config.yaml holds nothing, not a mapping"),
+    "config-scalar": (write(".hydra/config.yaml", "just words\n"), "config.yaml holds a string"),
     "config-python-tag": (
-        write("config.yaml", f"!!python/object/apply:os.system ['touch {MARKER}']\n"),
+        write(".hydra/config.yaml", f"!!python/object/apply:os.system ['touch {MARKER}']\n"),
         "config.yaml is not valid YAML",
     ),
     "config-python-object": (
-        write("config.yaml", f"model: !!python/object/apply:os.system ['touch {MARKER}']\n"),
+        write(".hydra/config.yaml", f"model: !!python/object/apply:os.system ['touch {MARKER}']\n"),
         "config.yaml is not valid YAML",
     ),
     "overrides-mapping": (write(".hydra/overrides.yaml", "a: 1\n"), "not a list of strings"),
@@ -160,10 +178,10 @@ BROKEN = {
 def hostile_but_readable(run: Path) -> None:
     """A config naming code to call (``_target_`` with arguments, as instantiate would run it)
     and an interpolation: readable plain data, so reported, but nothing in it may run."""
-    config = yaml.safe_load((run / "config.yaml").read_text())
+    config = yaml.safe_load((run / ".hydra" / "config.yaml").read_text())
     config["model"] = {"_target_": "builtins.exec", "_args_": [f"open('{MARKER}', 'w').close()"]}
     config["home"] = "${oc.env:HOME}"
-    (run / "config.yaml").write_text(yaml.safe_dump(config))
+    (run / ".hydra" / "config.yaml").write_text(yaml.safe_dump(config))
     (run / ".hydra" / "hydra.yaml").unlink()  # the model name comes from the config alone
 
 
@@ -175,7 +193,7 @@ def mixed_sweep(good_run, tmp_path_factory) -> tuple[Path, subprocess.CompletedP
     hostile_but_readable(place(good_run, sweep / "1"))
     for name, (corrupt, _) in BROKEN.items():
         corrupt(place(good_run, sweep / name))
-    return sweep, run_command(BIN / "recsys-report", sweep, cwd=sweep)
+    return sweep, run_command(BIN / "recsys-report", f"folder={sweep}", DEBUG, cwd=sweep)
 
 
 def test_readable_runs_are_reported_and_the_rest_skipped(mixed_sweep):
@@ -212,7 +230,7 @@ def test_nothing_readable_left_is_one_error_and_exit_2(good_run, tmp_path):
     sweep = tmp_path / "sweep"
     for name in ("metrics-not-json", "config-python-tag", "metric-string"):
         BROKEN[name][0](place(good_run, sweep / name))
-    result = run_command(BIN / "recsys-report", sweep, cwd=tmp_path)
+    result = run_command(BIN / "recsys-report", f"folder={sweep}", DEBUG, cwd=tmp_path)
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
     lines = result.stderr.strip().splitlines()
@@ -226,7 +244,7 @@ def test_nothing_readable_left_is_one_error_and_exit_2(good_run, tmp_path):
 def test_an_unreadable_metrics_file_is_skipped(good_run, tmp_path):
     place(good_run, tmp_path / "sweep" / "0")
     (place(good_run, tmp_path / "sweep" / "1") / "metrics.json").chmod(0)
-    result = run_command(BIN / "recsys-report", tmp_path / "sweep", cwd=tmp_path)
+    result = run_command(BIN / "recsys-report", f"folder={tmp_path / 'sweep'}", DEBUG, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert f"{WARNING}{tmp_path / 'sweep' / '1'}: metrics.json cannot be read" in result.stderr
 
@@ -234,15 +252,42 @@ def test_an_unreadable_metrics_file_is_skipped(good_run, tmp_path):
 @pytest.mark.parametrize(
     "args, expected",
     [
-        (["missing-folder"], "recsys-report: error: missing-folder is not a folder"),
-        (["empty"], "recsys-report: error: no run folders under empty"),
-        ([], "usage: recsys-report"),
-        (["a", "b"], "unrecognized arguments"),
+        (["folder=missing-folder"], "recsys-report: error: folder=missing-folder is not a folder"),
+        (["folder=empty"], "recsys-report: error: no run folders under empty"),
+        ([], "recsys-report: error: folder is required: recsys-report folder=<"),
+        (["empty"], "recsys-report: error: give the folder as folder=empty."),
+        (["folder=empty", "colour=red"], "recsys-report: error: Could not override 'colour'"),
+        (["folder=empty", "include_debug=maybe"], "recsys-report: error: include_debug"),
     ],
-    ids=["missing", "empty", "no-argument", "two-arguments"],
+    ids=["missing", "empty", "no-folder", "positional", "unknown-option", "not-a-bool"],
 )
 def test_usage_and_folder_errors_exit_2(tmp_path, args, expected):
     (tmp_path / "empty").mkdir()
     result = run_command(BIN / "recsys-report", *args, cwd=tmp_path)
     assert result.returncode == 2
     assert expected in result.stderr and "Traceback" not in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty"]  # no outputs/, no log
+
+
+def test_the_command_writes_only_its_report(good_run, tmp_path):
+    """A Hydra app, but no run folder, .hydra/ or log file: only <folder>/report/."""
+    place(good_run, tmp_path / "sweep" / "0")
+    (tmp_path / "cwd").mkdir()
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    result = run_command(
+        BIN / "recsys-report", f"folder={tmp_path / 'sweep'}", DEBUG, cwd=tmp_path / "cwd"
+    )
+    assert result.returncode == 0, result.stderr
+    after = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    new = {p.parts[:3] for p in after if p not in before}
+    assert new == {("sweep", "report")} | {("sweep", "report", n) for n in REPORT_FILES}
+    assert list((tmp_path / "cwd").iterdir()) == []
+
+
+def test_debug_runs_are_left_out_unless_asked(good_run, tmp_path):
+    place(good_run, tmp_path / "sweep" / "0")
+    result = run_command(BIN / "recsys-report", f"folder={tmp_path / 'sweep'}", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "all 1 runs under" in result.stderr
+    assert "trainer.limit_train_batches=2); include_debug=true reports them" in result.stderr
+    assert not (tmp_path / "sweep" / "report").exists()

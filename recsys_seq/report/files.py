@@ -1,24 +1,28 @@
 """Each file of a run folder read as plain data, refused when it is not what runs write.
 
-Run folders may come from anyone, so this module is the one place their files are opened:
-YAML with ``yaml.safe_load`` (no tags, no objects; interpolations stay unresolved strings),
-JSON with ``json``, the CSV log with Polars. Nothing read is imported or called. A file that
-cannot be read, or does not hold the shape recsys-train / recsys-eval write, raises
-:class:`UnreadableRun` with a short reason; :mod:`recsys_seq.report.runs` then skips that run.
+Run folders may come from anyone, so their files are opened here (the loggers' files in
+:mod:`recsys_seq.report.curves`) and nowhere else: YAML with ``yaml.safe_load`` (no tags, no
+objects; interpolations stay unresolved strings), JSON with ``json``. Nothing read is
+imported or called. A file that cannot be read, or does not hold the shape recsys-train /
+recsys-eval write, raises :class:`UnreadableRun` with a short reason;
+:mod:`recsys_seq.report.runs` then skips that run.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
-import polars as pl
 import yaml
 
 from data_prep.run_folders import CONFIG_FILE, METRICS_FILE
+from recsys_seq.report.interpolation import resolve
 
 OVERRIDES_FILE = ".hydra/overrides.yaml"
+HYDRA_CONFIG_FILE = ".hydra/config.yaml"  # the composed config, interpolations unresolved
+HYDRA_FILE = ".hydra/hydra.yaml"
 CHECKPOINT = "checkpoint"  # the one metrics.json entry that is not a number (a path or null)
 FLOAT_MAX = sys.float_info.max
 
@@ -39,12 +43,23 @@ def load_yaml(run: Path, name: str) -> object:
         raise UnreadableRun(f"{name} is not valid YAML ({one_line(error)})") from None
 
 
-def load_config(run: Path) -> dict:
-    """The run's config.yaml: a mapping."""
-    config = load_yaml(run, CONFIG_FILE)
+def config_file(run: Path) -> str | None:
+    """The run's config: ``config.yaml`` (resolved, written by older runs) where there is one,
+    else Hydra's ``.hydra/config.yaml``; None without either."""
+    for name in (CONFIG_FILE, HYDRA_CONFIG_FILE):
+        if os.path.lexists(run / name):  # a dangling link is found, then refused when read
+            return name
+    return None
+
+
+def load_config(run: Path, hydra: object) -> dict:
+    """The run's config (:func:`config_file`): a mapping, its ``${...}`` references filled in
+    from itself and ``hydra`` (the run's ``.hydra/hydra.yaml``) as plain data."""
+    name = config_file(run) or CONFIG_FILE
+    config = load_yaml(run, name)
     if not isinstance(config, dict):
-        raise UnreadableRun(f"{CONFIG_FILE} holds {_kind(config)}, not a mapping")
-    return config
+        raise UnreadableRun(f"{name} holds {_kind(config)}, not a mapping")
+    return resolve(config, hydra)
 
 
 def load_overrides(run: Path) -> list[str]:
@@ -73,38 +88,16 @@ def load_metrics(run: Path) -> dict[str, float | str | None]:
             # NaN, inf or a 400-digit integer would break the table and the plots
             ok = type(value) in (int, float) and -FLOAT_MAX <= value <= FLOAT_MAX
         if not ok:
-            raise UnreadableRun(f"{METRICS_FILE}: {key!r} is {_shown(value)}, not a finite number")
+            raise UnreadableRun(f"{METRICS_FILE}: {key!r} is {shown(value)}, not a finite number")
     return metrics
 
 
-def read_curve(run: Path, monitor: str) -> pl.DataFrame | None:
-    """``epoch, value`` rows of ``val/<monitor>`` in the run's CSV log (``csv/metrics.csv``),
-    if any."""
-    metric = f"val/{monitor}"
-    files = sorted((run / "csv").rglob("metrics.csv")) if (run / "csv").is_dir() else []
-    if not files:
-        return None
-    name = files[-1].relative_to(run)
-    try:
-        frame = pl.read_csv(files[-1], infer_schema_length=None)
-    except (OSError, pl.exceptions.PolarsError, pl.exceptions.PanicException) as error:
-        raise UnreadableRun(f"{name} cannot be read as CSV ({one_line(error)})") from None
-    if metric not in frame.columns or "epoch" not in frame.columns:
-        return None
-    curve = frame.select("epoch", pl.col(metric).alias("value")).filter(
-        pl.col("value").is_not_null()
-    )
-    if curve.is_empty():  # validation never logged (an all-empty column reads as strings)
-        return None
-    if not (curve.schema["epoch"].is_integer() and curve.schema["value"].is_numeric()):
-        raise UnreadableRun(f"{name} has a non-numeric epoch or {metric} column")
-    if curve["epoch"].null_count() or not curve["value"].cast(pl.Float64).is_finite().all():
-        raise UnreadableRun(f"{name} has a {metric} row without an epoch or a finite value")
-    return (
-        curve.group_by("epoch")
-        .agg(pl.col("value").last())  # one value per epoch (resumed runs log twice)
-        .sort("epoch")
-    )
+def lookup(data: object, *keys: str) -> str | None:
+    """The string at ``data[k1][k2]...``; None where a level is missing or not a mapping, or
+    the value is not a string."""
+    for key in keys:
+        data = data.get(key) if isinstance(data, dict) else None
+    return data if isinstance(data, str) else None
 
 
 def one_line(error: BaseException) -> str:
@@ -117,6 +110,7 @@ def _kind(value: object) -> str:
     return kinds.get(type(value), f"a {type(value).__name__}")
 
 
-def _shown(value: object) -> str:
+def shown(value: object) -> str:
+    """``value`` as JSON, cut to 40 characters (a warning line names it)."""
     text = json.dumps(value)
     return text if len(text) <= 40 else text[:37] + "..."

@@ -1,5 +1,10 @@
-"""The report's images: test metrics per run, the monitored validation curve per run, and
+"""The report's images: test metrics per run, the optimised validation metric per epoch, and
 each dataset's length histogram copied from its prepared folder.
+
+Each figure has one panel per dataset, each with its own y-axis (a small dataset's values are
+not flattened by a large one's), the legend to the right of its panel (never over the data
+or the reference lines), and run labels that show only what differs between the panel's runs
+(:mod:`recsys_seq.report.labels`).
 
 Files only (matplotlib's Agg backend, no display). Labels come from the runs' files, so the
 caller draws with mathtext off (``text.parse_math``), as :func:`recsys_seq.cli.report.report`
@@ -8,7 +13,6 @@ does.
 
 from __future__ import annotations
 
-import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -19,41 +23,100 @@ matplotlib.use("Agg")  # files only, no display needed
 import matplotlib.pyplot as plt  # noqa: E402
 
 from data_prep import schema  # noqa: E402
-from recsys_seq.report.runs import DEFAULT_MONITOR, Run  # noqa: E402
+from recsys_seq.report import labels  # noqa: E402
+from recsys_seq.report.runs import Run, key_metrics  # noqa: E402
 
-BAR_METRICS = ("test/ndcg@10", "test/hr@10")
+LEGEND = {"loc": "upper left", "bbox_to_anchor": (1.01, 1.0), "fontsize": 8, "frameon": False}
+TICK_FONT = 8
+INCH_PER_CHAR = 0.075  # of a tick label's longest line at TICK_FONT
+LEGEND_WIDTH = 3.2  # inches to the right of each panel
 
 
-def _wrap(label: str, width: int = 22) -> str:
-    return "\n".join(textwrap.wrap(label, width, break_long_words=True)) or label
+def bar_metrics(runs: Sequence[Run]) -> list[str]:
+    """The test metrics to draw for ``runs``: :func:`~recsys_seq.report.runs.key_metrics` of
+    their optimised metrics (``test/ndcg@10`` and ``test/hr@10`` for ``val/ndcg@10``), those
+    some run has."""
+    wanted = key_metrics([r.metric for r in runs])
+    return [m for m in wanted if any(m in r.metrics for r in runs)]
+
+
+def by_dataset(runs: Sequence[Run]) -> dict[str, list[Run]]:
+    """The runs of each dataset, datasets in the order their first run comes."""
+    groups: dict[str, list[Run]] = {}
+    for run in runs:
+        groups.setdefault(run.dataset, []).append(run)
+    return groups
+
+
+def _panel_title(dataset: str, group: Sequence[Run], common: Sequence[str]) -> str:
+    own = [o for o in labels.shared(group) if o not in common]
+    return "\n".join(filter(None, [f"dataset: {dataset}", labels.caption(own, "its runs")]))
+
+
+def _title(fig: plt.Figure, title: str, common: Sequence[str]) -> None:
+    fig.suptitle(
+        "\n".join(filter(None, [title, labels.caption(common, "all runs")])),
+        fontsize=10,
+    )
+
+
+def save(fig: plt.Figure | None, path: Path) -> Path | None:
+    """Write ``fig`` to ``path`` (nothing without a figure) and free it."""
+    if fig is None:
+        return None
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
 
 
 def plot_metrics(runs: Sequence[Run], path: Path) -> Path | None:
-    """Grouped bars of :data:`BAR_METRICS` per run, one panel per dataset; popularity's values
-    as dashed reference lines in the same colours."""
-    runs = [r for r in runs if any(m in r.metrics for m in BAR_METRICS)]
+    """:func:`metrics_figure` written to ``path``; None when no run has a test metric."""
+    return save(metrics_figure(runs), path)
+
+
+def plot_curves(runs: Sequence[Run], path: Path) -> Path | None:
+    """:func:`curves_figure` written to ``path``; None when no run has a curve."""
+    return save(curves_figure(runs), path)
+
+
+def metrics_figure(runs: Sequence[Run]) -> plt.Figure | None:
+    """Grouped bars of each panel's :func:`bar_metrics` per run, one panel per dataset;
+    popularity's values as dashed reference lines in the same colours."""
+    runs = [r for r in runs if bar_metrics([r])]
     if not runs:
         return None
-    datasets = list(dict.fromkeys(r.dataset for r in runs))
-    widths = [max(2, len([r for r in runs if r.dataset == d])) for d in datasets]
+    groups = by_dataset(runs)
+    common = labels.shared(runs)
+    panels = []
+    for dataset, group in groups.items():
+        known = labels.shared(group)
+        panels.append((dataset, group, labels.labels(group, known)))
+    slot = max(  # inches per run, the same in every panel: bars keep one width
+        max(1.3, INCH_PER_CHAR * max(len(x) for x in t.split("\n")))
+        for _, _, ticks in panels
+        for t in ticks
+    )
+    slots = max(len(group) for group in groups.values())
+    width = slot * slots
+    heights = [3.2 + 0.13 * max(t.count("\n") + 1 for t in ticks) for _, _, ticks in panels]
     fig, axes = plt.subplots(
+        len(panels),
         1,
-        len(datasets),
-        figsize=(max(6.0, 1.3 * sum(widths) + 2.5), 4.8),
-        sharey=True,
+        figsize=(max(5.0, width) + LEGEND_WIDTH, sum(heights) + 1.0),
         squeeze=False,
-        gridspec_kw={"width_ratios": widths},
+        layout="constrained",
+        gridspec_kw={"height_ratios": heights},
     )
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    bar = 0.8 / len(BAR_METRICS)
-    top = 0.0
-    for ax, dataset in zip(axes[0], datasets, strict=True):
-        group = [r for r in runs if r.dataset == dataset]
-        for j, metric in enumerate(BAR_METRICS):
+    for ax, (dataset, group, ticks) in zip(axes[:, 0], panels, strict=True):
+        metrics = bar_metrics(group)
+        bar = 0.8 / len(metrics)
+        top = 0.0
+        for j, metric in enumerate(metrics):
             values = [float(r.metrics.get(metric) or 0.0) for r in group]
-            xs = [i + (j - (len(BAR_METRICS) - 1) / 2) * bar for i in range(len(group))]
-            bars = ax.bar(xs, values, bar, color=colours[j], label=metric)
-            ax.bar_label(bars, fmt="%.3f", fontsize=8, padding=2)
+            xs = [i + (j - (len(metrics) - 1) / 2) * bar for i in range(len(group))]
+            bars = ax.bar(xs, values, bar, color=colours[j % len(colours)], label=metric)
+            ax.bar_label(bars, fmt="%.3f", fontsize=7, padding=2)
             top = max(top, *values)
             reference = [r.metrics.get(f"popularity/{metric}") for r in group]
             reference = [float(v) for v in reference if v is not None]
@@ -61,67 +124,67 @@ def plot_metrics(runs: Sequence[Run], path: Path) -> Path | None:
                 value = sum(reference) / len(reference)
                 ax.axhline(
                     value,
-                    color=colours[j],
+                    color=colours[j % len(colours)],
                     linestyle="--",
                     linewidth=1.2,
                     label=f"popularity {metric} ({value:.3f})",
                 )
                 top = max(top, value)
-        ax.set_xticks(range(len(group)), [_wrap(r.label) for r in group], fontsize=8)
-        ax.set_xlim(-0.6, len(group) - 0.4)
-        ax.set_title(f"dataset: {dataset}")
+        ax.set_xticks(range(len(group)), ticks, fontsize=TICK_FONT)
+        ax.set_xlim(-0.6, slots - 0.4)  # a panel of fewer runs leaves its right side empty
+        ax.set_ylim(0, max(top * 1.15, 1e-3))  # room for the value labels
+        ax.set_ylabel("test metric", fontsize=9)
+        ax.set_title(_panel_title(dataset, group, common), fontsize=9, loc="left")
         ax.grid(axis="y", alpha=0.3)
-        ax.legend(fontsize=8, loc="upper left", framealpha=0.9)
-    axes[0][0].set_ylabel("test metric (all-item ranking)")
-    axes[0][0].set_ylim(0, max(top * 1.35, 1e-3))  # room for the labels and the legend
-    fig.suptitle("Test NDCG@10 and HR@10 per run (dashed: popularity baseline)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+        ax.legend(**LEGEND)
+    _title(fig, "Test metrics per run, ranked against all items (dashed: popularity)", common)
+    return fig
 
 
-def plot_curves(runs: Sequence[Run], path: Path) -> Path | None:
-    """The monitored validation metric per epoch, one line per run."""
+def curves_figure(runs: Sequence[Run]) -> plt.Figure | None:
+    """The optimised validation metric per epoch, one line per run, one panel per dataset."""
     runs = [r for r in runs if r.curve is not None and r.curve.height]
     if not runs:
         return None
-    fig, ax = plt.subplots(figsize=(9, 4.2 + 0.25 * len(runs)))
+    groups = by_dataset(runs)
+    common = labels.shared(runs)
+    names = {d: labels.labels(g, labels.shared(g)) for d, g in groups.items()}
+    # each panel at least as tall as its legend (one line of it ~ 0.16 inch)
+    heights = [max(3.4, 0.16 * sum(n.count("\n") + 1.6 for n in names[d])) for d in groups]
+    fig, axes = plt.subplots(
+        len(groups),
+        1,
+        figsize=(8.0 + LEGEND_WIDTH, sum(heights) + 0.8),
+        squeeze=False,
+        layout="constrained",
+        gridspec_kw={"height_ratios": heights},
+    )
     markers = "osD^vP*X"
     styles = ("-", "--", "-.", ":")
-    for i, r in enumerate(runs):
-        # distinct markers and dashes (hollow on every other run): runs with identical
-        # early epochs (same seed, different max_epochs) stay visible on top of each other
-        ax.plot(
-            r.curve["epoch"],
-            r.curve["value"],
-            marker=markers[i % len(markers)],
-            linestyle=styles[i % len(styles)],
-            markersize=9 if i % 2 == 0 else 6,
-            markerfacecolor="none" if i % 2 == 0 else None,
-            label=f"{r.label} [{r.dataset}]"
-            + ("" if r.monitor == DEFAULT_MONITOR else f" ({r.monitor})"),
-        )
-    epochs = sorted({int(e) for r in runs for e in r.curve["epoch"]})
-    if len(epochs) <= 20:
-        ax.set_xticks(epochs)
-    ax.set_xlabel("epoch")
-    monitors = sorted({r.monitor for r in runs})
-    shown = monitors[0] if len(monitors) == 1 else "monitored metric"
-    ax.set_ylabel(f"val/{shown}")
-    ax.set_title(f"Validation {shown} over epochs (one line per run)")
-    ax.grid(alpha=0.3)
-    ax.legend(
-        fontsize=8,
-        loc="upper center",
-        bbox_to_anchor=(0.5, -0.14),
-        ncol=1 if len(runs) < 6 else 2,
-        frameon=False,
-    )
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    for ax, (dataset, group) in zip(axes[:, 0], groups.items(), strict=True):
+        metrics = sorted({r.metric for r in group})
+        for i, (r, name) in enumerate(zip(group, names[dataset], strict=True)):
+            # distinct markers and dashes (hollow on every other run): runs with identical
+            # early epochs (same seed, different max_epochs) stay visible on top of each other
+            ax.plot(
+                r.curve["epoch"],
+                r.curve["value"],
+                marker=markers[i % len(markers)],
+                linestyle=styles[i % len(styles)],
+                markersize=9 if i % 2 == 0 else 6,
+                markerfacecolor="none" if i % 2 == 0 else None,
+                label=name if len(metrics) == 1 else f"{name}\n({r.metric})",
+            )
+        epochs = sorted({int(e) for r in group for e in r.curve["epoch"]})
+        if len(epochs) <= 20:
+            ax.set_xticks(epochs)
+        ax.set_xlabel("epoch", fontsize=9)
+        ax.set_ylabel(metrics[0] if len(metrics) == 1 else "optimised metric", fontsize=9)
+        ax.set_title(_panel_title(dataset, group, common), fontsize=9, loc="left")
+        ax.grid(alpha=0.3)
+        ax.legend(**LEGEND)
+    _title(fig, "Validation metric each run optimised, per epoch", common)
+    return fig
 
 
 def copy_histograms(runs: Sequence[Run], folder: Path) -> list[Path]:

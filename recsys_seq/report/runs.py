@@ -1,17 +1,21 @@
 """The run folders under a folder, found and read into :class:`Run` records.
 
-A run folder is any folder holding ``metrics.json`` and ``config.yaml`` (what recsys-train and
-recsys-eval write). This module owns what a run's files mean: its model (Hydra's choice, the
-config's name, or an older run's ``_target_`` class, read as a string only), its dataset and
-data folder, the metric it optimised (``model.monitor``), and a name for each run and dataset
-that tells them apart. Opening the files is :mod:`recsys_seq.report.files`'s job; a run one of
-whose files it refuses is skipped here with one warning line.
+A run folder is any folder holding ``metrics.json`` and a config: Hydra's
+``.hydra/config.yaml`` (what recsys-train and recsys-eval keep), or the resolved
+``config.yaml`` older runs wrote. This module owns what a run's files mean: its model (Hydra's
+choice, the config's name, or an older run's ``_target_`` class, read as a string only), its
+dataset and data folder, the metric it optimised (``optimized_metric``; older runs: ``val/`` +
+``model.monitor``), whether it was a debug run (:mod:`recsys_seq.report.debug`), and a name
+for each run and dataset that tells them apart. Opening the files is the job of
+:mod:`recsys_seq.report.files` (the loggers' files: :mod:`recsys_seq.report.curves`); a run
+one of whose files it refuses is skipped here with one warning line.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -19,26 +23,24 @@ import polars as pl
 
 from data_prep.errors import UserError
 from data_prep.run_folders import CONFIG_FILE, METRICS_FILE
+from recsys_seq.optimized_metric import DEFAULT as DEFAULT_METRIC
+from recsys_seq.report.curves import read_curve
+from recsys_seq.report.debug import debug_reason
 from recsys_seq.report.files import (
+    HYDRA_CONFIG_FILE,
+    HYDRA_FILE,
     UnreadableRun,
+    config_file,
     load_config,
     load_metrics,
     load_overrides,
     load_yaml,
+    lookup,
     one_line,
-    read_curve,
+    shown,
 )
 
-HYDRA_FILE = ".hydra/hydra.yaml"
-DEFAULT_MONITOR = "ndcg@10"  # runs whose config names no model.monitor
-# overrides left out of plot labels (the model is named anyway; the rest is cosmetic)
-LABEL_SKIPS = (
-    "model=",
-    "data.path=",
-    "hydra.",
-    "callbacks.progress_bar",
-    "callbacks.model_summary",
-)
+WARNING = "recsys-report: warning:"
 # encoder / model class of a ``_target_`` (runs made before the model registry) -> model name
 MODEL_NAMES = {
     "SelfAttentionEncoder": "sasrec",
@@ -63,32 +65,27 @@ class Run:
     data_path: Path | None
     overrides: list[str]
     metrics: dict[str, float | str | None]
-    monitor: str = DEFAULT_MONITOR  # the validation metric the run optimised
-    curve: pl.DataFrame | None = field(default=None, repr=False)  # epoch, value (of monitor)
+    metric: str = DEFAULT_METRIC  # the validation metric the run optimised (val/ndcg@10)
+    curve: pl.DataFrame | None = field(default=None, repr=False)  # epoch, value (of metric)
+    curve_source: str | None = None  # the log the curve was read from (csv, tensorboard, ...)
+    curve_unread: str | None = None  # why a log the run wrote gave no curve
+    debug: str | None = None  # what makes it a debug run (debug=fast), None for a real one
 
     @property
-    def label(self) -> str:
-        """Short plot label: the model, then the overrides that are not the model choice."""
-        extra = [o for o in self.overrides if not o.startswith(LABEL_SKIPS)]
-        return " ".join([self.model, *extra]) if extra else f"{self.model} ({self.name})"
-
-
-def lookup(data: object, *keys: str) -> str | None:
-    """The string at ``data[k1][k2]...``; None where a level is missing or not a mapping, or
-    the value is not a string."""
-    for key in keys:
-        data = data.get(key) if isinstance(data, dict) else None
-    return data if isinstance(data, str) else None
+    def metric_name(self) -> str:
+        """The optimised metric without its stage: ``ndcg@10``."""
+        return self.metric.removeprefix("val/")
 
 
 def find_runs(folder: Path) -> list[Path]:
-    """Every folder at or below ``folder`` holding entries named metrics.json and config.yaml,
-    sorted (numbered sweep folders in numeric order). Names, not files: a run whose metrics.json
-    is a dangling link or a folder is found, and then skipped with a warning, not ignored."""
+    """Every folder at or below ``folder`` holding an entry named metrics.json and a config
+    (``config.yaml`` or ``.hydra/config.yaml``), sorted (numbered sweep folders in numeric
+    order). Names, not files: a run whose metrics.json is a dangling link or a folder is found,
+    and then skipped with a warning, not ignored."""
     found = {
         Path(top)
         for top, dirs, files in os.walk(folder)  # symbolic links to folders are not followed
-        if {METRICS_FILE, CONFIG_FILE} <= {*dirs, *files}
+        if METRICS_FILE in {*dirs, *files} and config_file(Path(top))
     }
 
     def key(path: Path) -> tuple:
@@ -97,13 +94,12 @@ def find_runs(folder: Path) -> list[Path]:
     return sorted(found, key=key)
 
 
-def model_name(config: dict, run: Path) -> str:
-    """The model's config name: Hydra's choice, else ``model.name``, else the class named by an
-    older run's ``_target_`` (only the string is read)."""
-    if (run / HYDRA_FILE).exists():
-        choice = lookup(load_yaml(run, HYDRA_FILE), "hydra", "runtime", "choices", "model")
-        if choice:
-            return choice
+def model_name(config: dict, hydra: object) -> str:
+    """The model's config name: Hydra's choice (``.hydra/hydra.yaml``), else ``model.name``,
+    else the class named by an older run's ``_target_`` (only the string is read)."""
+    choice = lookup(hydra, "hydra", "runtime", "choices", "model")
+    if choice:
+        return choice
     name = lookup(config, "model", "name")
     if name:
         return name
@@ -115,6 +111,14 @@ def model_name(config: dict, run: Path) -> str:
             cls = target.rsplit(".", 1)[-1]
             return MODEL_NAMES.get(cls, cls)
     return "?"
+
+
+def key_metrics(optimized: Sequence[str]) -> list[str]:
+    """The test metrics that show how runs did at what they optimised: ``test/<name>`` of each
+    optimised ``val/<name>``, then ``test/hr@<k>`` at their cut-offs, without repeats."""
+    names = [m.removeprefix("val/") for m in optimized]
+    hits = [f"hr@{n.partition('@')[2]}" for n in names if "@" in n]
+    return [f"test/{n}" for n in dict.fromkeys(names + hits)]
 
 
 def resolve_data_path(path: str | None, run: Path) -> Path | None:
@@ -138,22 +142,47 @@ def load_run(run: Path, root: Path) -> Run:
         UnreadableRun: a file of the run cannot be read, or does not hold what runs write.
     """
     metrics = load_metrics(run)
-    config = load_config(run)
+    hydra = load_yaml(run, HYDRA_FILE) if (run / HYDRA_FILE).exists() else None
+    config = load_config(run, hydra)
     overrides = load_overrides(run)
     data_path = lookup(config, "data", "path") or _source_path(config)
-    monitor = lookup(config, "model", "monitor") or DEFAULT_MONITOR
+    metric = optimized_metric(config, config_file(run) or CONFIG_FILE)
+    curve = read_curve(run, metric, config, lookup(hydra, "hydra", "runtime", "cwd"))
+    debug_choice = lookup(hydra, "hydra", "runtime", "choices", "debug")
     relative = run.relative_to(root)
     return Run(
         path=run,
         name=str(relative) if str(relative) != "." else run.name,
-        model=model_name(config, run),
+        model=model_name(config, hydra),
         dataset=Path(data_path).name if data_path else "?",
         data_path=resolve_data_path(data_path, run),
         overrides=overrides,
         metrics=metrics,
-        monitor=monitor,
-        curve=read_curve(run, monitor),
+        metric=metric,
+        curve=curve.points,
+        curve_source=curve.source,
+        curve_unread=curve.unread,
+        debug=debug_reason(config, overrides, debug_choice),
     )
+
+
+def optimized_metric(config: dict, name: str) -> str:
+    """The validation metric the run optimised: ``optimized_metric``, else (older runs)
+    ``val/`` + ``model.monitor``, else :data:`DEFAULT_METRIC`. ``name``: the config's file.
+
+    Raises:
+        UnreadableRun: ``optimized_metric`` is there but not a ``val/...`` key.
+    """
+    if "optimized_metric" in config:
+        metric = config["optimized_metric"]
+        if not (isinstance(metric, str) and metric.startswith("val/") and len(metric) > 4):
+            raise UnreadableRun(
+                f"{name}: optimized_metric is {shown(metric)}, not a validation metric key "
+                "like val/ndcg@10"
+            )
+        return metric
+    monitor = lookup(config, "model", "monitor")
+    return f"val/{monitor}" if monitor else DEFAULT_METRIC
 
 
 def _source_path(config: dict) -> str | None:
@@ -178,32 +207,62 @@ def _distinct_dataset_names(runs: list[Run]) -> list[Run]:
     ]
 
 
-def load_runs(folder: Path) -> list[Run]:
-    """Every readable run folder under ``folder``; each unreadable one is skipped with one
-    warning line on stderr.
+def load_runs(folder: Path, include_debug: bool = False) -> list[Run]:
+    """Every readable run folder under ``folder``, debug runs left out unless
+    ``include_debug``. Each unreadable run is skipped with one warning line on stderr; left-out
+    debug runs and runs whose curve could not be read are named in one line each.
 
     Raises:
-        ReportError: no folder, no run folder, or no readable one.
+        ReportError: no folder, no run folder, no readable one, or only debug runs.
     """
     if not folder.is_dir():
         raise ReportError(
-            f"{folder} is not a folder; give a run folder, a sweep folder or a parent."
+            f"folder={folder} is not a folder; give a run folder, a sweep folder or a parent."
         )
     paths = find_runs(folder)
     if not paths:
         raise ReportError(
-            f"no run folders under {folder} (a run folder holds {METRICS_FILE} and {CONFIG_FILE})."
+            f"no run folders under {folder} (a run folder holds {METRICS_FILE} and "
+            f"{CONFIG_FILE} or {HYDRA_CONFIG_FILE})."
         )
     runs = []
     for path in paths:
         try:
             runs.append(load_run(path, folder))
         except UnreadableRun as error:
-            print(f"recsys-report: warning: skipping {path}: {one_line(error)}", file=sys.stderr)
+            print(f"{WARNING} skipping {path}: {one_line(error)}", file=sys.stderr)
     if not runs:
         raise ReportError(
             f"none of the {len(paths)} run folders under {folder} can be read (each is named "
             "with its reason above); check that they are complete recsys-train / recsys-eval "
             "runs, or run those again."
         )
+    debug = [r for r in runs if r.debug]
+    if debug and not include_debug:
+        if len(debug) == len(runs):
+            raise ReportError(
+                f"all {len(runs)} runs under {folder} are debug runs (e.g. {debug[0].path}: "
+                f"{debug[0].debug}); include_debug=true reports them."
+            )
+        print(
+            f"recsys-report: left out {len(debug)} debug run(s) (e.g. {debug[0].path}: "
+            f"{debug[0].debug}); include_debug=true reports them.",
+            file=sys.stderr,
+        )
+        runs = [r for r in runs if not r.debug]
+    _warn_unread_curves(runs)
     return _distinct_dataset_names(runs)
+
+
+def _warn_unread_curves(runs: list[Run]) -> None:
+    """One warning line per reason a log gave no curve, naming the first run."""
+    unread: dict[str, list[Run]] = {}
+    for run in runs:
+        if run.curve is None and run.curve_unread:
+            unread.setdefault(run.curve_unread, []).append(run)
+    for reason, group in unread.items():
+        print(
+            f"{WARNING} no validation curve for {len(group)} run(s) (e.g. {group[0].path}): "
+            f"{reason}",
+            file=sys.stderr,
+        )

@@ -1,4 +1,9 @@
-"""The runs as one table (``report.csv``: every metric) and its markdown (key metrics only)."""
+"""The runs as one table (``report.csv``: every metric) and its markdown (key metrics only).
+
+The key metrics follow what the runs optimised: the test value of each run's optimised metric
+and HR at the same cut-off (those the bar plot shows), and each run's best validation value of
+its own optimised metric (``val/best_<name>``, in one column ``best_val``).
+"""
 
 from __future__ import annotations
 
@@ -6,21 +11,16 @@ from collections.abc import Sequence
 
 import polars as pl
 
-from recsys_seq.report.runs import Run
+from recsys_seq.optimized_metric import best_key
+from recsys_seq.report.runs import Run, key_metrics
 
-TABLE_METRICS = (
-    "test/ndcg@10",
-    "test/hr@10",
-    "test/mrr@10",
-    "popularity/test/ndcg@10",
-    "popularity/test/hr@10",
-    "fit/epochs",
-    "fit/seconds",
-)
+RUN_COLUMNS = ("run", "model", "dataset", "overrides", "optimized_metric", "debug")
+TRAILING = ("fit/epochs", "fit/seconds")
 
 
 def table(runs: Sequence[Run]) -> pl.DataFrame:
-    """One row per run: folder, model, dataset, overrides, then every metric (sorted keys)."""
+    """One row per run: folder, model, dataset, overrides, optimised metric, why it is a debug
+    run (empty for a real one), its best validation value, then every metric (sorted keys)."""
     keys = sorted({k for r in runs for k, v in r.metrics.items() if isinstance(v, int | float)})
     rows = [
         {
@@ -28,23 +28,28 @@ def table(runs: Sequence[Run]) -> pl.DataFrame:
             "model": r.model,
             "dataset": r.dataset,
             "overrides": " ".join(r.overrides),
-            **{k: float(r.metrics[k]) if r.metrics.get(k) is not None else None for k in keys},
+            "optimized_metric": r.metric,
+            "debug": r.debug,
+            "best_val": _number(r.metrics.get(best_key(r.metric))),
+            **{k: _number(r.metrics.get(k)) for k in keys},
             "checkpoint": r.metrics.get("checkpoint"),
         }
         for r in runs
     ]
-    schema_ = {"run": pl.String, "model": pl.String, "dataset": pl.String, "overrides": pl.String}
+    schema_ = {c: pl.String for c in RUN_COLUMNS} | {"best_val": pl.Float64}
     schema_ |= {k: pl.Float64 for k in keys} | {"checkpoint": pl.String}
     return pl.DataFrame(rows, schema=schema_)
 
 
 def markdown(frame: pl.DataFrame) -> str:
-    """The key columns of :func:`table` as a markdown pipe table, with the best validation
-    value of every monitored metric the runs used (``val/best_<model.monitor>``)."""
-    best = sorted(c for c in frame.columns if c.startswith("val/best_"))
-    shown = [m for m in TABLE_METRICS if m.startswith("test/")] + best
-    shown += [m for m in TABLE_METRICS if not m.startswith("test/")]
-    columns = ["run", "model", "dataset", "overrides"] + [m for m in shown if m in frame.columns]
+    """The key columns of :func:`table` as a markdown pipe table: the test metrics the runs
+    optimised (and HR at the same cut-off), each run's optimised metric and best validation
+    value, popularity's test values, and the training time."""
+    tests = key_metrics(frame["optimized_metric"].unique(maintain_order=True).to_list())
+    shown = [*tests, "optimized_metric", "best_val", *(f"popularity/{m}" for m in tests)]
+    shown += [*TRAILING, "debug"]
+    columns = ["run", "model", "dataset", "overrides"]
+    columns += [c for c in shown if c in frame.columns and frame[c].null_count() < frame.height]
     lines = ["| " + " | ".join(columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
     for row in frame.select(columns).iter_rows():
         cells = [
@@ -53,3 +58,7 @@ def markdown(frame: pl.DataFrame) -> str:
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def _number(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) else None
