@@ -1,7 +1,7 @@
 # Two commands on a fresh machine (Python >= 3.10):
 #   make demo   set up .venv, then prepare + train + evaluate on the bundled click log
 #   make test   set up .venv, then run the test suite
-# TORCH picks the PyTorch build, e.g.
+# TORCH picks the PyTorch build (also for the fresh venv of the wheel test), e.g.
 #   make demo TORCH="torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu"
 PYTHON ?= python3
 VENV ?= .venv
@@ -21,8 +21,9 @@ setup: $(VENV)/.installed
 demo: setup
 	$(BIN)/recsys-train
 
+# the suite includes tests/test_wheel.py: build the wheel, install it into a fresh venv, run it
 test: setup
-	$(BIN)/python -m pytest
+	RECSYS_SEQ_TORCH='$(TORCH)' $(BIN)/python -m pytest
 
 lint: setup
 	$(BIN)/ruff check recsys_seq data_prep tests

@@ -1,12 +1,15 @@
-"""Where the project's configs are: ``conf/`` beside the packages (as for the training CLIs).
+"""Where the project's configs are: ``recsys_seq/conf``, a data-only package shipped in the wheel.
 
-The prep code reads two things from it, also without Hydra (through the Python API): its
-options and their defaults (``conf/prep.yaml``, see :func:`data_prep.prep.defaults`) and the
-built-in formats (``conf/format/<name>.yaml``, see :func:`data_prep.formats.load_format`).
-Those files are their one owner; moving ``conf/`` (into the package, for a wheel) changes only
-this line.
+Hydra apps find it as ``pkg://recsys_seq.conf`` (:data:`CONF_SEARCH_PATH`); the prep code also
+reads two things from it without Hydra (through the Python API): its options and their defaults
+(``prep.yaml``, see :func:`data_prep.prep.defaults`) and the built-in formats
+(``format/<name>.yaml``, see :func:`data_prep.formats.load_format`). Those files are their one
+owner. ``recsys_seq.conf`` holds only YAML files, so finding it imports no torch.
 """
 
+from importlib.util import find_spec
 from pathlib import Path
 
-CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
+CONF_PACKAGE = "recsys_seq.conf"
+CONF_SEARCH_PATH = f"pkg://{CONF_PACKAGE}"
+CONF_DIR = Path(find_spec(CONF_PACKAGE).origin).parent

@@ -14,10 +14,14 @@ from omegaconf import DictConfig, OmegaConf
 from data_prep import conf
 from recsys_seq.data import SequenceDataModule
 from recsys_seq.models import ModelSpec, model_spec
+from recsys_seq.optimized_metric import DEFAULT as DEFAULT_OPTIMIZED_METRIC
+from recsys_seq.optimized_metric import check_optimized_metric
 from recsys_seq.options import OptionError
 
 CONF_DIR = str(conf.CONF_DIR)
-"""The project's Hydra configs, as Hydra takes them."""
+"""The project's Hydra configs as a folder (for ``initialize_config_dir``)."""
+CONF_SEARCH_PATH = conf.CONF_SEARCH_PATH
+"""The same configs as ``@hydra.main`` finds them from an installed wheel."""
 
 
 def plain(section: DictConfig | Mapping | None) -> dict[str, Any]:
@@ -29,10 +33,16 @@ def plain(section: DictConfig | Mapping | None) -> dict[str, Any]:
     return dict(section)
 
 
-def model_values(model_cfg: DictConfig | Mapping) -> dict[str, Any]:
-    """``conf/model`` as plain values, checked as far as they go without the data (so a bad
-    option fails before the data is prepared)."""
-    values = plain(model_cfg)
+def model_values(cfg: DictConfig | Mapping) -> dict[str, Any]:
+    """A run's ``model`` section and its ``optimized_metric`` as plain values for
+    :func:`spec_for_data`, checked as far as they go without the data (so a bad option fails
+    before the data is prepared)."""
+    values = {
+        **plain(cfg["model"]),
+        "optimized_metric": check_optimized_metric(
+            cfg.get("optimized_metric", DEFAULT_OPTIMIZED_METRIC)
+        ),
+    }
     names = values.get("side_features") or []
     if isinstance(names, str) or not isinstance(names, list):
         raise OptionError(f"model.side_features must be a list of names, got {names!r}.")

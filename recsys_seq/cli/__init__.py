@@ -1,1 +1,1 @@
-"""Console entry points; each is a Hydra app composed from the repository's ``conf/``."""
+"""Console entry points; each is a Hydra app composed from the package's ``recsys_seq/conf``."""

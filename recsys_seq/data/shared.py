@@ -1,7 +1,8 @@
 """The real public datasets that benchmarks and experiments use, and how to prepare each.
 
-They are read in place from ``$RECSYS_SEQ_DATA`` (default ``../shared/data`` beside the
-repository) and never copied into it: their licences forbid redistribution.
+They are read in place from ``$RECSYS_SEQ_DATA`` (in a source checkout, by default
+``../shared/data`` beside the repository) and never copied into it: their licences forbid
+redistribution.
 """
 
 from __future__ import annotations
@@ -41,9 +42,17 @@ SHARED_DATASETS = (
 
 
 def shared_data_dir() -> Path:
-    """``$RECSYS_SEQ_DATA``, else ``../shared/data`` beside the repository."""
-    default = Path(__file__).resolve().parents[3] / "shared" / "data"
-    return Path(os.environ.get(SHARED_DATA_ENV, default))
+    """``$RECSYS_SEQ_DATA``, else ``../shared/data`` beside the repository when running from a
+    source checkout; an installed package has no such place and needs the variable."""
+    if SHARED_DATA_ENV in os.environ:
+        return Path(os.environ[SHARED_DATA_ENV])
+    checkout = Path(__file__).resolve().parents[2]
+    if not (checkout / "pyproject.toml").is_file():
+        raise UserError(
+            f"Where are the shared datasets? Set {SHARED_DATA_ENV} to the folder that holds "
+            "them (e.g. s3rec/Beauty.txt), or pass data.path=<a prepared dataset folder>."
+        )
+    return checkout.parent / "shared" / "data"
 
 
 def by_name(name: str) -> SharedDataset:
