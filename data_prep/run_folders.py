@@ -1,5 +1,6 @@
 """Run folders: the folder a training or evaluation run grows in (checkpoints, loggers,
-``metrics.json``, ``config.yaml``), claimed for the project before the run writes into it.
+``metrics.json``, Hydra's ``.hydra/config.yaml``), claimed for the project before the run
+writes into it.
 
 A run folder cannot be published whole like other outputs (:mod:`data_prep.publish`): it grows
 while the run lasts and Hydra creates it before the project's code starts. So it is *claimed*:
@@ -24,7 +25,7 @@ from data_prep.temporaries import tag
 
 RUN = "run"
 METRICS_FILE = "metrics.json"  # a run's results, flat <stage>/<metric> keys
-CONFIG_FILE = "config.yaml"  # the run's resolved configuration
+CONFIG_FILE = "config.yaml"  # the resolved config older runs wrote (now: .hydra/config.yaml)
 # what Hydra itself puts into a run folder before the project's code starts
 _HYDRA_ENTRIES = re.compile(r"^(\.hydra|[^/]+\.log)$")
 # everything a run writes: Hydra's files, checkpoints, loggers, results, temporaries
@@ -58,12 +59,18 @@ def claim_run_folder(folder: str | Path, inputs: Iterable[str | Path] = ()) -> P
     :func:`check_run_folder`, then the marker."""
     folder = check_run_folder(folder, inputs)
     if read_marker(folder) is None:
-        with output_errors(folder):
-            folder.mkdir(parents=True, exist_ok=True)
-            tmp = folder / f".{MARKER_FILE}.tmp-{tag()}"
-            tmp.write_text(json.dumps({"artifact": RUN}) + "\n")
-            os.replace(tmp, folder / MARKER_FILE)
+        mark_growing_folder(folder, RUN)
     return folder
+
+
+def mark_growing_folder(folder: Path, kind: str) -> None:
+    """Create ``folder`` and mark it (atomically) as the project's ``kind``: for folders that
+    grow while a job runs, such as a run folder or a study's sweep folder."""
+    with output_errors(folder):
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = folder / f".{MARKER_FILE}.tmp-{tag()}"
+        tmp.write_text(json.dumps({"artifact": kind}) + "\n")
+        os.replace(tmp, folder / MARKER_FILE)
 
 
 def discard_unclaimed_run_folder(folder: Path) -> None:
@@ -74,7 +81,7 @@ def discard_unclaimed_run_folder(folder: Path) -> None:
 
 
 def in_run_folder(path: Path) -> bool:
-    """Files of a run folder are the project's: ``metrics.json``, ``config.yaml``, plots."""
+    """Files of a run folder are the project's: ``metrics.json``, checkpoints, plots."""
     marker = read_marker(path.parent)
     return marker is not None and marker.get("artifact") == RUN
 

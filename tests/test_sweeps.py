@@ -1,6 +1,8 @@
-"""Hydra sweeps from the command line: a model sweep on the local parallel launcher, an Optuna
-study, and recsys-report over the sweep folder."""
+"""Hydra multiruns from the command line: a model sweep on the local parallel launcher, its
+summary table (printed and in summary.md), and recsys-report over the sweep folder. Optuna
+studies are recsys-tune's (tests/test_tune.py)."""
 
+import json
 import os
 import subprocess
 import sys
@@ -43,8 +45,23 @@ def test_model_sweep_in_parallel_then_report(tmp_path, demo_dir):  # noqa: F811
     assert done.returncode == 0, done.stderr[-3000:]
     runs = sorted(p.parent.name for p in (tmp_path / "sweep").glob("*/metrics.json"))
     assert runs == ["0", "1"]
+    summary = (tmp_path / "sweep" / "summary.md").read_text()
+    assert summary in done.stdout  # printed whole, as written
+    rows = [line for line in summary.splitlines() if line.startswith("| ") and "model=" in line]
+    assert len(rows) == 2 and "model=sasrec" in rows[0] and "model=gru" in rows[1]
+    best = max(
+        json.loads((tmp_path / "sweep" / run / "metrics.json").read_text())["val/best_ndcg@10"]
+        for run in runs
+    )
+    assert f"val/ndcg@10 best {best:.4f}" in summary
     report = subprocess.run(
-        [sys.executable, "-m", "recsys_seq.cli.report", str(tmp_path / "sweep")],
+        [
+            sys.executable,
+            "-m",
+            "recsys_seq.cli.report",
+            f"folder={tmp_path / 'sweep'}",
+            "include_debug=true",  # a few batches per run
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -52,13 +69,3 @@ def test_model_sweep_in_parallel_then_report(tmp_path, demo_dir):  # noqa: F811
     assert report.returncode == 0, report.stderr[-3000:]
     table = (tmp_path / "sweep" / "report" / "report.csv").read_text()
     assert "model=sasrec" in table and "model=gru" in table
-
-
-@pytest.mark.slow
-def test_optuna_study_runs_its_trials(tmp_path, demo_dir):  # noqa: F811
-    done = sweep(
-        tmp_path / "study", demo_dir, "hparams_search=sasrec_optuna", "hydra.sweeper.n_trials=2"
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert len(list((tmp_path / "study").glob("*/metrics.json"))) == 2
-    assert "best_value" in (tmp_path / "study" / "optimization_results.yaml").read_text()

@@ -55,7 +55,7 @@ class RunFolderGuard(Callback):
                 )
 
 
-SWEEP_FILES = ("multirun.yaml", "optimization_results.yaml", "report", MARKER_FILE)
+SWEEP_FILES = ("multirun.yaml", "summary.md", "report", MARKER_FILE)
 
 
 def _checked(folder: str | Path) -> Path:

@@ -1,0 +1,53 @@
+"""recsys-tune: an Optuna study over recsys-train's options, resumable and shared by workers.
+
+recsys-tune search=sasrec data=s3rec_beauty tune.n_trials=30    # run, or resume, the study
+recsys-tune search=sasrec tune.storage=postgresql://user@host/db  # a database for many workers
+
+Every recsys-train option applies to every trial; the study lives in
+``outputs/tune/<study name>/`` (``tune.sweep_dir``): its database, ``trials/<n>/`` run folders,
+``summary.md``, ``best.yaml`` and plots. The parts are :mod:`recsys_seq.tune`'s.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig
+
+from data_prep.errors import UserError, exit_on_user_error, run_command
+from recsys_seq import configs
+
+INTERRUPTED_EXIT_CODE = 130  # the shell's code for a command stopped by Ctrl-C
+
+
+@hydra.main(version_base="1.3", config_path=configs.CONF_SEARCH_PATH, config_name="tune")
+@exit_on_user_error("recsys-tune")
+def _main(cfg: DictConfig) -> float | None:
+    try:
+        from recsys_seq.tune.tuner import tune
+    except ModuleNotFoundError as error:
+        if error.name != "optuna":
+            raise
+        raise UserError(
+            'recsys-tune needs Optuna, which is not installed: pip install "recsys-seq[sweeps]"'
+        ) from None
+    try:
+        study = tune(cfg, HydraConfig.get().overrides.task)
+    except KeyboardInterrupt:
+        print(
+            "recsys-tune: interrupted; the running trial is marked failed. Run the same "
+            "command again to resume the study.",
+            file=sys.stderr,
+        )
+        sys.exit(INTERRUPTED_EXIT_CODE)
+    return study.best_value if study.best_trials else None
+
+
+def main() -> None:
+    run_command(_main, "recsys-tune")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,309 @@
+"""recsys-tune: the search space, the sweep folder, the persistent study (resume after a kill,
+several workers), the summary and plots, through the real conf/ on the bundled demo data."""
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+import yaml
+from hydra import initialize_config_dir
+from optuna.trial import TrialState
+
+from data_prep.errors import UserError
+from data_prep.publish import OutputRefused
+from recsys_seq import configs
+from recsys_seq.cli.tune import main as tune_main
+from recsys_seq.options import OptionError
+from recsys_seq.tune.folder import claim_sweep_folder
+from recsys_seq.tune.space import (
+    CategoricalParam,
+    FloatParam,
+    IntParam,
+    as_overrides,
+    parse_space,
+)
+from recsys_seq.tune.study import TuneOptions, fail_running, load_study, open_storage, work
+from recsys_seq.tune.tuner import check_space, train_overrides
+from tests.test_train import demo_dir  # noqa: F401 (fixture)
+
+ROOT = Path(__file__).resolve().parents[1]
+SEARCHES = sorted(p.stem for p in (Path(configs.CONF_DIR) / "search").glob("*.yaml"))
+
+
+def test_space_is_checked_into_params():
+    space = parse_space(
+        {
+            "model.optimizer.lr": {"type": "float", "low": 1e-4, "high": 1e-2, "log": True},
+            "model.encoder.num_layers": {"type": "int", "low": 1, "high": 3},
+            "loss@model.loss": {"type": "categorical", "choices": ["bce", "full_softmax"]},
+        }
+    )
+    assert space == {
+        "model.optimizer.lr": FloatParam(1e-4, 1e-2, log=True),
+        "model.encoder.num_layers": IntParam(1, 3),
+        "loss@model.loss": CategoricalParam(["bce", "full_softmax"]),
+    }
+
+
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ({"type": "uniform", "low": 0, "high": 1}, "x.type must be one of float, int"),
+        ({"type": "float", "low": 1, "high": 0}, "low must be below high"),
+        ({"type": "float", "low": 0, "high": 1, "log": True}, "log: true needs low > 0"),
+        ({"type": "int", "low": 1, "high": 8, "log": True, "step": 2}, "without a step"),
+        ({"type": "int", "low": 1.5, "high": 3}, "x.low must be an integer"),
+        ({"type": "float", "low": 0, "high": 1, "lo": 2}, "x.lo; search.params.x takes: low, high"),
+        ({"type": "categorical", "choices": []}, "x.choices must be a non-empty list"),
+        ({"type": "categorical", "choices": [[1, 2]]}, "must be a plain value"),
+        ("interval(0, 1)", "x must be a mapping with a type"),
+    ],
+)
+def test_a_bad_space_names_its_key(spec, message):
+    with pytest.raises(OptionError) as refused:
+        parse_space({"x": spec})
+    assert message in str(refused.value) and "search.params.x" in str(refused.value)
+
+
+def test_an_empty_space_is_refused():
+    with pytest.raises(OptionError, match="search.params must map"):
+        parse_space(None)
+
+
+def test_values_become_overrides_recsys_train_reads_back():
+    values = {"a": 0.35000000000000003, "b": 3, "c": True, "d": None, "e": "gru", "f": "1e-3"}
+    assert as_overrides(values) == ["a=0.35", "b=3", "c=true", "d=null", "e=gru", "f='1e-3'"]
+
+
+def test_the_commands_own_overrides_are_not_the_trials():
+    given = ["tune.n_trials=3", "search=gru", "+search.params.x=1", "model=gru", "debug=fast"]
+    assert train_overrides(given) == ["model=gru", "debug=fast"]
+
+
+@pytest.mark.parametrize("name", SEARCHES)
+def test_every_search_space_names_options_its_model_has(name):
+    with initialize_config_dir(configs.CONF_DIR, version_base="1.3"):
+        from hydra import compose
+
+        cfg = compose("tune", overrides=[f"search={name}", f"model={name}"])
+        check_space(parse_space(configs.plain(cfg.search)["params"]), [f"model={name}"])
+
+
+def test_a_parameter_recsys_train_lacks_fails_before_the_study():
+    with (
+        initialize_config_dir(configs.CONF_DIR, version_base="1.3"),
+        pytest.raises(OptionError, match="model.encoder.num_heads"),
+    ):
+        check_space({"model.encoder.num_heads": CategoricalParam([1, 2])}, ["model=gru"])
+
+
+def test_sweep_folder_is_claimed_and_a_users_folder_refused(tmp_path):
+    folder = claim_sweep_folder(tmp_path / "study")
+    (folder / "summary.md").write_text("ours\n")
+    assert claim_sweep_folder(folder) == folder  # a re-run resumes in it
+    (folder / "notes.txt").write_text("mine\n")
+    with pytest.raises(OutputRefused, match="notes.txt"):
+        claim_sweep_folder(folder)
+    users = tmp_path / "users"
+    users.mkdir()
+    (users / "data.csv").write_text("1\n")
+    with pytest.raises(OutputRefused, match="data.csv"):
+        claim_sweep_folder(users)
+    assert (users / "data.csv").read_text() == "1\n"
+
+
+def options(tmp_path: Path, **values) -> TuneOptions:
+    defaults = {"study_name": "s", "sweep_dir": str(tmp_path), "heartbeat_interval": 1}
+    return TuneOptions(**{**defaults, "grace_period": 2, **values})
+
+
+def open_study(tmp_path: Path, made_with: dict | None = None) -> optuna.Study:
+    storage = open_storage(f"sqlite:///{tmp_path / 'study.db'}", options(tmp_path))
+    return load_study(storage, "s", optuna.samplers.RandomSampler(seed=0), made_with or {"a": 1})
+
+
+def test_resuming_with_other_options_is_refused(tmp_path):
+    open_study(tmp_path, {"overrides": ["model=sasrec"], "metric": "val/ndcg@10"})
+    with pytest.raises(UserError, match=r"other overrides.*model=sasrec.*then.*model=gru"):
+        open_study(tmp_path, {"overrides": ["model=gru"], "metric": "val/ndcg@10"})
+
+
+def test_an_unreachable_database_is_one_clear_error(tmp_path):
+    with pytest.raises(UserError, match="tune.storage: cannot open the study database"):
+        open_storage("nosuchdb://user:secret@host/db", options(tmp_path))
+
+
+@pytest.mark.filterwarnings("ignore:Heartbeat of storage")  # a trial asked by hand, as a killed one
+def test_a_killed_trial_is_failed_retried_and_the_total_kept(tmp_path):
+    """A RUNNING trial left by a killed process (its heartbeat stops) does not block the
+    resume: after its grace period it is failed and its values run again. A pruned trial
+    (a diverged run) counts as finished, so the loop always ends."""
+    study = open_study(tmp_path)
+    study.optimize(lambda t: t.suggest_float("x", 0, 1), n_trials=1)
+    killed = study.ask()
+    x = killed.suggest_float("x", 0, 1)
+    study._storage.record_heartbeat(killed._trial_id)  # then the process dies
+    first = study.trials[0].value
+
+    def objective(trial):
+        value = trial.suggest_float("x", 0, 1)
+        if trial.number == 3:
+            raise optuna.TrialPruned("diverged")
+        return value
+
+    work(study, objective, n_trials=4, poll_seconds=0.5, say=lambda line: None)
+    states = [t.state for t in study.trials]
+    assert states.count(TrialState.COMPLETE) == 3 and states.count(TrialState.PRUNED) == 1
+    assert study.trials[killed.number].state == TrialState.FAIL
+    retry = next(t for t in study.trials if t.system_attrs.get("failed_trial") == killed.number)
+    assert retry.params == {"x": x} and retry.state == TrialState.COMPLETE
+    assert study.trials[0].value == first
+
+
+@pytest.mark.filterwarnings("ignore:Heartbeat of storage")
+def test_a_worker_waits_for_the_trials_running_elsewhere(tmp_path):
+    study = open_study(tmp_path)
+    study.optimize(lambda t: t.suggest_float("x", 0, 1), n_trials=1)
+    elsewhere = study.ask()
+    elsewhere.suggest_float("x", 0, 1)
+    study._storage.record_heartbeat(elsewhere._trial_id)
+    said = []
+    # n_trials=2: one finished, one running elsewhere, so nothing is started here; once the
+    # other worker is gone (its heartbeat stale) the trial is retried here
+    work(study, lambda t: t.suggest_float("x", 0, 1), 2, poll_seconds=0.5, say=said.append)
+    assert said and "running elsewhere" in said[0]
+    assert len(study.get_trials(states=(TrialState.COMPLETE,))) == 2
+
+
+@pytest.mark.filterwarnings("ignore:Heartbeat of storage")
+def test_fail_running_resumes_at_once_even_without_a_heartbeat(tmp_path):
+    """A trial killed before its first heartbeat is never stale to Optuna;
+    tune.fail_running=true fails it (and queues its retry) when the command starts."""
+    study = open_study(tmp_path)
+    killed = study.ask()
+    x = killed.suggest_float("x", 0, 1)
+    assert fail_running(study, max_retry=2) == [killed.number]
+    work(study, lambda t: t.suggest_float("x", 0, 1), 1, poll_seconds=60, say=print)
+    assert study.trials[killed.number].state == TrialState.FAIL
+    assert [t.params for t in study.get_trials(states=(TrialState.COMPLETE,))] == [{"x": x}]
+
+
+def tune_command(sweep_dir: Path, data_dir: Path, *overrides: str) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "recsys_seq.cli.tune",
+        f"data.path={data_dir}",
+        "debug=fast",
+        "baselines=false",
+        "tune.n_trials=3",
+        f"tune.sweep_dir={sweep_dir}",
+        "tune.heartbeat_interval=1",
+        "tune.grace_period=2",
+        *overrides,
+    ]
+
+
+def env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+def trial_states(database: Path) -> list[tuple[int, str, float | None]]:
+    """``(number, state, value)`` of every trial, read straight from the SQLite file."""
+    try:
+        with sqlite3.connect(database, timeout=30) as db:
+            return db.execute(
+                "SELECT t.number, t.state, v.value FROM trials t "
+                "LEFT JOIN trial_values v ON v.trial_id = t.trial_id ORDER BY t.number"
+            ).fetchall()
+    except sqlite3.OperationalError:  # not created yet
+        return []
+
+
+@pytest.mark.slow
+def test_a_killed_study_resumes_and_completes(tmp_path, demo_dir):  # noqa: F811
+    sweep = tmp_path / "study"
+    command = tune_command(sweep, demo_dir)
+    first = subprocess.Popen(command, cwd=tmp_path, env=env(), stdout=subprocess.DEVNULL)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and first.poll() is None:
+        states = trial_states(sweep / "study.db")
+        running = [n for n, s, _ in states if s == "RUNNING"]
+        started = [n for n in running if (sweep / "trials" / str(n) / "train.log").exists()]
+        if started and any(s == "COMPLETE" for _, s, _ in states):
+            break  # a trial training (its heartbeat on) after one that finished
+        time.sleep(0.2)
+    assert first.poll() is None, "the study ended before it could be killed"
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    before = trial_states(sweep / "study.db")
+    done = [(n, v) for n, s, v in before if s == "COMPLETE"]
+    killed = [n for n, s, _ in before if s == "RUNNING"]
+    assert done and len(killed) == 1
+
+    resumed = subprocess.run(command, cwd=tmp_path, env=env(), capture_output=True, text=True)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    after = trial_states(sweep / "study.db")
+    assert [(n, v) for n, s, v in after if n in dict(done)] == done  # kept, not run again
+    assert sum(s == "COMPLETE" for _, s, _ in after) == 3
+    assert dict((n, s) for n, s, _ in after)[killed[0]] == "FAIL"
+    study = optuna.load_study(study_name="sasrec", storage=f"sqlite:///{sweep / 'study.db'}")
+    retry = next(t for t in study.trials if t.system_attrs.get("failed_trial") == killed[0])
+    assert retry.params == study.trials[killed[0]].params
+    # what people read: two lines per trial run here, then the summary table
+    out = resumed.stdout
+    assert f"trial {retry.number}  model.optimizer.lr=" in out
+    assert f"trial {retry.number}  val/best_ndcg@10 = " in out
+    assert "| trial | state" in out and "## Best: trial" in out
+    assert (sweep / "summary.md").read_text() in out
+    best = yaml.safe_load((sweep / "best.yaml").read_text())
+    assert best["value"] == max(t.value for t in study.trials if t.value is not None)
+    assert best["overrides"][:3] == [f"data.path={demo_dir}", "debug=fast", "baselines=false"]
+    for name in ("optimization_history", "param_importances", "parallel_coordinate"):
+        assert (sweep / f"{name}.png").read_bytes().startswith(b"\x89PNG")
+    for trial in study.get_trials(states=(TrialState.COMPLETE,)):
+        run = sweep / "trials" / str(trial.number)
+        assert (run / "metrics.json").is_file() and (run / "train.log").is_file()
+        assert "Seed set" in (run / "train.log").read_text()  # a trial's lines go there
+    assert "Seed set" not in out and "GPU available" not in out
+
+
+@pytest.mark.slow
+def test_two_workers_complete_one_study_together(tmp_path, demo_dir):  # noqa: F811
+    sweep = tmp_path / "study"
+    command = tune_command(sweep, demo_dir)
+    workers = [
+        subprocess.Popen(
+            command, cwd=tmp_path, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        for _ in range(2)
+    ]
+    outputs = [w.communicate(timeout=600) for w in workers]
+    for worker, (_, err) in zip(workers, outputs, strict=True):
+        assert worker.returncode == 0, err.decode()[-3000:]
+    complete = [n for n, s, _ in trial_states(sweep / "study.db") if s == "COMPLETE"]
+    # each worker starts a trial only while fewer than n_trials are finished or running; two
+    # asking at the same instant may run one more
+    assert 3 <= len(complete) <= 4
+    assert sorted(p.name for p in (sweep / "trials").iterdir()) == sorted(map(str, complete))
+
+
+def test_without_optuna_the_command_says_what_to_install(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "optuna", None)  # import optuna fails as if not installed
+    for name in [m for m in sys.modules if m.startswith("recsys_seq.tune.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setattr(sys, "argv", ["recsys-tune", "tune.sweep_dir=study"])
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exited:
+        tune_main()
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("recsys-tune: error: recsys-tune needs Optuna")
+    assert 'pip install "recsys-seq[sweeps]"' in err
+    assert not (tmp_path / "study").exists()
