@@ -1,10 +1,11 @@
 """Benchmark of the prep job (not a test): events/s and peak memory at 50M events, and the
 same steps written in pandas on a smaller log for a side-by-side ratio.
 
-``recsys-bench prep output=FILE.json events=50000000 pandas_events=5000000 repeats=3`` (the
-dispatcher calls :func:`main` with the remaining ``key=value`` arguments; ``events=0`` skips
-the big log). This module is the harness: it generates the logs (:mod:`data_prep.bench_log`),
-times the two jobs (:mod:`data_prep.bench_jobs`) and reports the rows.
+``recsys-bench task=prep output=FILE.json events=50000000 pandas_events=5000000 repeats=3``
+(:mod:`recsys_seq.cli.bench` checks the options and calls :func:`run_prep_benchmark`;
+``events=0`` skips the big log). This module is the harness: it generates the logs
+(:mod:`data_prep.bench_log`), times the two jobs (:mod:`data_prep.bench_jobs`) and reports the
+rows.
 
 Each measured job runs in its own subprocess, which reports its wall time and its peak
 resident memory (``ru_maxrss`` of that process: Polars' threads included, the generator and
@@ -33,6 +34,7 @@ from typing import Any
 from data_prep import publish
 from data_prep.bench_jobs import check_same_output, pandas_job, polars_job
 from data_prep.bench_log import generate_log
+from data_prep.tables import Column, print_table
 
 
 def _child(engine: str, log: str, out: str) -> None:
@@ -116,24 +118,10 @@ def _median(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _print(rows: list[dict[str, Any]]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title="recsys-prep benchmark (same steps: dedup, 5-core, max_len 200, LOO)")
-    for col in (
-        "engine",
-        "run",
-        "input events",
-        "kept events",
-        "users",
-        "items",
-        "s",
-        "events/s",
-        "peak RSS",
-    ):
-        table.add_column(col, justify="right")
-    for r in rows:
-        table.add_row(
+    headings = ["engine", "run", "input events", "kept events", "users", "items", "s"]
+    columns = [Column(h, right=True) for h in [*headings, "events/s", "peak RSS"]]
+    cells = [
+        [
             r["engine"],
             str(r["repeat"]),
             f"{r['input_events']:,}",
@@ -143,28 +131,12 @@ def _print(rows: list[dict[str, Any]]) -> None:
             f"{r['seconds']:.1f}",
             f"{r['events_per_s']:,.0f}",
             f"{r['peak_rss_mb']:,.0f} MB",
-        )
-    console = Console()
-    console.print(table)
-    console.print(
+        ]
+        for r in rows
+    ]
+    title = "recsys-prep benchmark (same steps: dedup, 5-core, max_len 200, LOO)"
+    print_table(columns, cells, title)
+    print(
         f"polars / pandas median events/s on the same {rows[0]['input_events']:,}-event log: "
         f"{rows[0]['polars_vs_pandas_same_log']:.1f}x"
     )
-
-
-def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
-    """``key=value`` arguments: ``events``, ``pandas_events``, ``output``, ``repeats``."""
-    args = dict(a.split("=", 1) for a in (sys.argv[1:] if argv is None else argv))
-    unknown = set(args) - {"events", "pandas_events", "output", "repeats"}
-    if unknown:
-        raise SystemExit(f"recsys-bench prep: unknown argument(s) {sorted(unknown)}")
-    return run_prep_benchmark(
-        events=int(args.get("events", 50_000_000)),
-        pandas_events=int(args.get("pandas_events", 2_000_000)),
-        output=args.get("output"),
-        repeats=int(args.get("repeats", 1)),
-    )
-
-
-if __name__ == "__main__":
-    main()

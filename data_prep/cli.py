@@ -7,67 +7,83 @@ one line per finished stage; the summary table to stdout.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from data_prep.conf import CONF_DIR
+from data_prep.conf import CONF_SEARCH_PATH
 from data_prep.errors import exit_on_user_error, run_command
 from data_prep.prep import prepare
 from data_prep.progress import console_stages
 from data_prep.synthetic import BUNDLED_CLICKS
+from data_prep.tables import Column, print_table
 
 DEFAULT_ROOT = Path("data/prepared")
 
 
-def _stem(path: str) -> str:
+# file names that say what kind of file it is, not which data: such a file is named after its
+# folder (ml-100k/u.data is "ml-100k", movielens/ratings.csv is "movielens")
+GENERIC_STEMS = frozenset(
+    {
+        "data", "dataset", "events", "event", "interactions", "log", "logs", "ratings",
+        "rating", "clicks", "train", "input", "raw", "sessions", "behavior",
+    }
+)  # fmt: skip
+
+
+def dataset_name(path: str) -> str:
+    """The default dataset name for the log at ``path``: its file name without compression
+    and format suffixes, or its folder's name when that stem is generic or under three
+    characters (and the file is not at the file system's root)."""
     name = Path(path).name
     for suffix in (".gz", ".bz2", ".zst", ".xz"):
         name = name.removesuffix(suffix)
-    return Path(name).stem
+    stem = Path(name).stem
+    folder = Path(os.path.abspath(path)).parent.name  # the folder named, links not followed
+    if folder and (len(stem) < 3 or stem.lower() in GENERIC_STEMS):
+        return folder
+    return stem
 
 
 def resolve_paths(cfg: dict[str, Any]) -> dict[str, Any]:
-    """Fill input (bundled demo log), name (demo / the input's stem) and output defaults."""
+    """Fill input (bundled demo log), name (demo / :func:`dataset_name`) and output defaults."""
     cfg = dict(cfg)
     if cfg.get("input") is None:
         cfg["input"] = str(BUNDLED_CLICKS)
         cfg["name"] = cfg.get("name") or "demo"
-    cfg["name"] = cfg.get("name") or _stem(cfg["input"])
+    cfg["name"] = cfg.get("name") or dataset_name(cfg["input"])
     if cfg.get("output") is None:
         cfg["output"] = str(DEFAULT_ROOT / cfg["name"])
     return cfg
 
 
 def summary(meta: dict[str, Any], output: str) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
     q = meta["length_quantiles"]
-    table = Table(title=f"prepared {meta['name']}", show_header=False, title_justify="left")
-    table.add_column(style="bold")
-    table.add_column(justify="right")
-    table.add_row("users", f"{meta['users']:,}")
-    table.add_row("items", f"{meta['items']:,}")
-    table.add_row("events", f"{meta['events']:,}")
     cut = f" (cut {meta['split_cut']})" if meta.get("split_cut") is not None else ""
-    table.add_row("split", f"{meta['split']}{cut}")
-    table.add_row(
-        "length p50 / p90 / p95 / p99", f"{q['p50']:g} / {q['p90']:g} / {q['p95']:g} / {q['p99']:g}"
-    )
-    table.add_row("length mean / max", f"{q['mean']:.1f} / {q['max']}")
-    table.add_row("suggested buckets", ", ".join(map(str, meta["suggested_buckets"])))
-    table.add_row("padding waste in buckets", f"{meta['bucket_padding_waste']:.1%}")
     sides = ", ".join(f"{k} ({v})" for k, v in meta["side_features"].items()) or "none"
-    table.add_row("side features (vocab)", sides)
-    console = Console()
-    console.print(table)
-    console.print(f"output: {Path(output).resolve()}")
+    rows = [
+        ("users", f"{meta['users']:,}"),
+        ("items", f"{meta['items']:,}"),
+        ("events", f"{meta['events']:,}"),
+        ("split", f"{meta['split']}{cut}"),
+        (
+            "length p50 / p90 / p95 / p99",
+            f"{q['p50']:g} / {q['p90']:g} / {q['p95']:g} / {q['p99']:g}",
+        ),
+        ("length mean / max", f"{q['mean']:.1f} / {q['max']}"),
+        ("suggested buckets", ", ".join(map(str, meta["suggested_buckets"]))),
+        ("padding waste in buckets", f"{meta['bucket_padding_waste']:.1%}"),
+        ("side features (vocab)", sides),
+    ]
+    columns = [Column("figure"), Column("value", right=True)]
+    print_table(columns, rows, title=f"prepared {meta['name']}", header=False)
+    print(f"output: {Path(output).resolve()}")
 
 
-@hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="prep")
+@hydra.main(version_base="1.3", config_path=CONF_SEARCH_PATH, config_name="prep")
 @exit_on_user_error("recsys-prep")
 def _main(cfg: DictConfig) -> None:
     plain = OmegaConf.to_container(cfg, resolve=True)

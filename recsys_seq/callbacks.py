@@ -6,6 +6,10 @@ from typing import Any
 
 import lightning as L
 import torch
+from lightning.pytorch.callbacks import RichModelSummary
+from lightning.pytorch.utilities.model_summary import ModelSummary
+from torch import nn
+from torchmetrics import Metric, MetricCollection
 
 
 class RNGStateCheckpoint(L.Callback):
@@ -37,3 +41,49 @@ class RNGStateCheckpoint(L.Callback):
         if self._pending["cuda"]:
             torch.cuda.set_rng_state_all(self._pending["cuda"])
         self._pending = None
+
+
+class NetworkSummary(RichModelSummary):
+    """Lightning's model summary of the network's parts only.
+
+    The task holds its metric objects (``val_metrics``, ``test_sampled``, ``val_best``) as
+    modules, so Lightning's summary would list them as layers with 0 parameters; they are left
+    out of the rows and of the module counts (they have no parameters, so the totals are the
+    same). DeepSpeed stage 3 keeps Lightning's own summary (its parameters are sharded)."""
+
+    def _summary(self, trainer: L.Trainer, pl_module: L.LightningModule) -> ModelSummary:
+        if getattr(trainer.strategy, "zero_stage_3", False):
+            return super()._summary(trainer, pl_module)
+        return _LayersOnly(pl_module, max_depth=self._max_depth)
+
+
+class _LayersOnly(ModelSummary):
+    """A :class:`ModelSummary` without modules that hold only metrics."""
+
+    @property
+    def named_modules(self) -> list[tuple[str, nn.Module]]:
+        hidden = _metric_modules(self._model)
+        return [(n, m) for n, m in super().named_modules if not _under(n, hidden)]
+
+    @property
+    def total_training_modes(self) -> dict[str, int]:
+        hidden = _metric_modules(self._model)
+        modes = [m.training for n, m in self._model.named_modules() if n and not _under(n, hidden)]
+        return {"train": modes.count(True), "eval": modes.count(False)}
+
+
+def _metric_modules(model: nn.Module) -> list[str]:
+    """Names of the submodules that are metrics or hold nothing but metrics."""
+    return [name for name, module in model.named_modules() if name and _only_metrics(module)]
+
+
+def _only_metrics(module: nn.Module) -> bool:
+    if isinstance(module, (Metric, MetricCollection)):
+        return True
+    children = list(module.children())
+    own = any(True for _ in module.parameters(recurse=False))
+    return bool(children) and not own and all(_only_metrics(c) for c in children)
+
+
+def _under(name: str, prefixes: list[str]) -> bool:
+    return any(name == p or name.startswith(f"{p}.") for p in prefixes)

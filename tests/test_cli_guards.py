@@ -72,11 +72,17 @@ def test_trainer_options_lightning_refuses_are_option_errors(tmp_path, prepared,
 @pytest.mark.parametrize(
     "args, fragment",
     [
-        (["padding", "output=[1,2]"], "output must be a string"),
-        (["padding", "budget_s=abc"], "budget_s must be a finite number"),
-        (["padding", "datasets=nope"], "Unknown dataset(s) nope"),
-        (["padding", "nonsense=1"], "Unknown option(s) nonsense"),
-        (["nosuch"], "usage"),
+        (["task=padding", "output=[1,2]"], "output must be a string"),
+        (["task=padding", "budget_s=abc"], "budget_s must be a finite number"),
+        (["task=padding", "datasets=nope"], "Unknown dataset(s) nope"),
+        (["task=padding", "datasets=[ml_1m,nope]"], "Unknown dataset(s) nope"),
+        (["task=padding", "strategies=[fastest]"], "Unknown strategy(s) fastest"),
+        (["task=padding", "models=[gru]"], "recsys-bench task=padding takes: output"),
+        (["task=throughput", "precisions=fp8"], "Unknown precision(s) fp8"),
+        (["task=padding", "nonsense=1"], "Could not override 'nonsense'"),
+        (["task=padding", "+nonsense=1"], "Unknown option(s) nonsense"),
+        (["task=nosuch"], "task must be one of padding, throughput, prep, not 'nosuch'"),
+        ([], "usage: recsys-bench task=<name>"),
     ],
 )
 def test_benchmark_options_are_checked(tmp_path, args, fragment):

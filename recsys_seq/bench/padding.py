@@ -26,8 +26,7 @@ from pathlib import Path
 import torch
 from torch.utils.data import BatchSampler, DataLoader, RandomSampler
 
-from data_prep.errors import UserError
-from recsys_seq.bench.report import print_rows, write_rows
+from recsys_seq.bench.report import check_names, print_rows, write_rows
 from recsys_seq.data import (
     BucketBatchSampler,
     PaddedBatchCollator,
@@ -131,27 +130,24 @@ def _short(value) -> str:
 
 def run(
     output: str | None = None,
-    datasets: str | None = None,
+    datasets: list[str] | None = None,
     cache: str = "data/prepared",
     batch_size: int = 128,
     budget_s: float = 15.0,
-    strategies: str = ",".join(STRATEGIES),
+    strategies: list[str] | None = None,
 ) -> list[dict]:
-    """Run the benchmark; ``datasets`` is a comma-separated subset of the shared names."""
-    wanted = set(datasets.split(",")) if datasets else None
-    unknown = sorted((wanted or set()) - {d.name for d in SHARED_DATASETS})
-    if unknown:
-        raise UserError(
-            f"Unknown dataset(s) {', '.join(unknown)}; known: "
-            f"{', '.join(d.name for d in SHARED_DATASETS)}."
-        )
+    """Run the benchmark on ``datasets`` (shared dataset names; None: all of them) with
+    ``strategies`` (None: all of :data:`STRATEGIES`)."""
+    known = [d.name for d in SHARED_DATASETS]
+    check_names("dataset", datasets or [], known)
+    check_names("strategy", strategies or [], STRATEGIES)
     rows: list[dict] = []
     for dataset in SHARED_DATASETS:
-        if wanted and dataset.name not in wanted:
+        if datasets and dataset.name not in datasets:
             continue
         path = prepared(dataset, Path(cache))
         rows += measure(
-            dataset.name, path, dataset.max_len, batch_size, budget_s, strategies.split(",")
+            dataset.name, path, dataset.max_len, batch_size, budget_s, strategies or STRATEGIES
         )
     print_rows(rows, title="padding and throughput (CPU, SASRec d=64, 2 layers, full softmax)")
     if output:

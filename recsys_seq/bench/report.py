@@ -1,13 +1,22 @@
-"""Printing benchmark rows as a table and writing them as JSON."""
+"""What the benchmarks share: checking the names they are given, printing their rows as a table
+and writing them as JSON."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
-from rich.console import Console
-from rich.table import Table
-
 from data_prep import publish
+from data_prep.errors import UserError
+from data_prep.tables import Column, print_table
+
+
+def check_names(kind: str, given: Iterable[str], known: Iterable[str]) -> None:
+    """Refuse names (of datasets, models, ...) that are not ``known``, naming them all."""
+    known = list(known)
+    unknown = sorted(set(given) - set(known))
+    if unknown:
+        raise UserError(f"Unknown {kind}(s) {', '.join(unknown)}; known: {', '.join(known)}.")
 
 
 def _cell(value) -> str:
@@ -17,15 +26,12 @@ def _cell(value) -> str:
 
 
 def print_rows(rows: list[dict], title: str | None, header: bool = True) -> None:
-    """A rich table, wide enough for every column even when output is not a terminal."""
+    """The rows as a table (:func:`data_prep.tables.print_table`: markdown unless stdout is a
+    terminal, so no cell is ever cut); the columns are the first row's keys."""
     if not rows:
         return
-    table = Table(title=title, show_header=header)
-    for key in rows[0]:
-        table.add_column(key, justify="left" if isinstance(rows[0][key], str) else "right")
-    for row in rows:
-        table.add_row(*(_cell(v) for v in row.values()))
-    Console(width=200).print(table)
+    columns = [Column(key, right=not isinstance(value, str)) for key, value in rows[0].items()]
+    print_table(columns, [[_cell(v) for v in row.values()] for row in rows], title, header)
 
 
 def write_rows(rows: list[dict], output: str | Path, benchmark: str) -> Path:

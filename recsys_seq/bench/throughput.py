@@ -7,7 +7,7 @@ number of steps on one dataset's token-budget batches. Reported per row: ``seque
 waiting for the next batch. Device work is synchronised only at the end of the timed window,
 so the figures include no per-step host-device sync.
 
-    recsys-bench throughput dataset=bert4rec_beauty device=cuda output=outputs/bench/gpu.json
+    recsys-bench task=throughput dataset=bert4rec_beauty device=cuda output=outputs/bench/gpu.json
 """
 
 from __future__ import annotations
@@ -20,12 +20,13 @@ import torch
 from hydra import compose, initialize_config_dir
 
 from recsys_seq import configs
-from recsys_seq.bench.report import print_rows, write_rows
+from recsys_seq.bench.report import check_names, print_rows, write_rows
 from recsys_seq.data import SequenceDataModule
 from recsys_seq.data.shared import by_name, prepared
 from recsys_seq.models import build_model
 
 PRECISIONS = {"fp32": None, "bf16": torch.bfloat16}
+MODELS = ("sasrec", "gru", "din")
 
 
 def build(model_name: str, datamodule: SequenceDataModule, device: str):
@@ -33,7 +34,7 @@ def build(model_name: str, datamodule: SequenceDataModule, device: str):
         cfg = compose(
             "train", overrides=[f"model={model_name}", f"data.max_len={datamodule.max_len}"]
         )
-    spec = configs.spec_for_data(configs.model_values(cfg.model), datamodule)
+    spec = configs.spec_for_data(configs.model_values(cfg), datamodule)
     model = build_model(spec, datamodule.facts())
     model.log = lambda *args, **kwargs: None  # no Trainer: measure the step itself
     return model.to(device).train()
@@ -82,14 +83,19 @@ def measure(model, loader, device: str, precision: str, steps: int) -> dict:
 def run(
     dataset: str = "bert4rec_beauty",
     device: str = "cuda" if torch.cuda.is_available() else "cpu",
-    models: str = "sasrec,gru,din",
-    precisions: str = "fp32,bf16",
+    models: list[str] | None = None,
+    precisions: list[str] | None = None,
     max_tokens: int = 16384,
     steps: int = 30,
     num_workers: int = 2,
     cache: str = "data/prepared",
     output: str | None = None,
 ) -> list[dict]:
+    """Train each of ``models`` (None: :data:`MODELS`) in each of ``precisions`` (None: all of
+    :data:`PRECISIONS`) for ``steps`` steps on ``dataset``; print and return one row each."""
+    models, precisions = models or list(MODELS), precisions or list(PRECISIONS)
+    check_names("model", models, MODELS)
+    check_names("precision", precisions, PRECISIONS)
     info = by_name(dataset)
     datamodule = SequenceDataModule(
         prepared(info, Path(cache)),
@@ -102,8 +108,8 @@ def run(
     loader = datamodule.dataloader("train", num_replicas=1, rank=0)
     name = torch.cuda.get_device_name() if device.startswith("cuda") else "cpu"
     rows = []
-    for model_name in models.split(","):
-        for precision in precisions.split(","):
+    for model_name in models:
+        for precision in precisions:
             model = build(model_name, datamodule, device)
             figures = measure(model, loader, device, precision, steps)
             rows.append(

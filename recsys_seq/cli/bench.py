@@ -1,16 +1,28 @@
-"""recsys-bench <task> [key=value ...]: benchmarks that print a table and write JSON rows.
+"""recsys-bench task=<name> [option=value ...]: benchmarks that print a table and write rows.
 
-recsys-bench padding output=outputs/bench/padding.json datasets=s3rec_beauty,ml_1m
-recsys-bench prep output=outputs/bench/prep.json
+    recsys-bench task=padding output=outputs/bench/padding.json datasets=[s3rec_beauty,ml_1m]
+    recsys-bench task=throughput dataset=bert4rec_beauty device=cuda
+    recsys-bench task=prep output=outputs/bench/prep.json
+
+A Hydra app like the other commands, composed from ``recsys_seq/conf/bench.yaml``, which names
+every task's options (null: the task's default) and writes nothing of Hydra's. Each task is a
+function whose annotated keyword arguments are its options: the options given a value are
+checked against that function (:func:`recsys_seq.options.checked_arguments`), so a task refuses
+another task's options and values of the wrong type, and an existing ``output`` that is not a
+benchmark file of ours is refused before the work starts.
 """
 
 from __future__ import annotations
 
-import sys
+import typing
+from collections.abc import Callable, Mapping
+from typing import Any
 
-from omegaconf import OmegaConf
+import hydra
+from omegaconf import DictConfig, OmegaConf
 
-from data_prep.errors import USAGE_EXIT_CODE, UserError
+from data_prep.conf import CONF_SEARCH_PATH
+from data_prep.errors import UserError, exit_on_user_error, run_command
 from data_prep.publish import BENCHMARK, check_target
 from recsys_seq.options import checked_arguments
 
@@ -37,26 +49,47 @@ TASKS = {"padding": _padding, "throughput": _throughput, "prep": _prep}
 """Task name -> the function it runs (imported on demand: each pulls in different libraries)."""
 
 
-def run_task(args: list[str]) -> None:
-    if not args or args[0] not in TASKS:
-        raise UserError(f"usage: recsys-bench {{{','.join(TASKS)}}} [key=value ...]")
-    try:
-        values = OmegaConf.to_container(OmegaConf.from_dotlist(args[1:]))
-    except Exception as error:  # noqa: BLE001 - OmegaConf's grammar errors have many types
-        raise UserError(f"options must be key=value pairs: {error}") from None
-    task = TASKS[args[0]]()
-    options = checked_arguments(task, values, f"recsys-bench {args[0]}")
+def task_options(task: Callable, values: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """The options given a value (not null), checked against ``task``'s arguments; a list
+    option given one name is that one name (``datasets=ml_1m``), as in recsys-prep."""
+    hints = typing.get_type_hints(task)
+    given = {
+        k: [v] if isinstance(v, str) and _takes_list(hints.get(k)) else v
+        for k, v in values.items()
+        if v is not None
+    }
+    return checked_arguments(task, given, where)
+
+
+def _takes_list(hint: Any) -> bool:
+    return any(typing.get_origin(h) is list for h in (hint, *typing.get_args(hint)))
+
+
+def run_task(cfg: DictConfig) -> Any:
+    """Run the benchmark ``cfg.task`` with the options of ``cfg`` that are set."""
+    if OmegaConf.is_missing(cfg, "task") or cfg.task not in TASKS:
+        given = "" if OmegaConf.is_missing(cfg, "task") else f", not {cfg.task!r}"
+        raise UserError(
+            f"task must be one of {', '.join(TASKS)}{given} (usage: recsys-bench "
+            "task=<name> [option=value ...]; recsys-bench --help lists the options)."
+        )
+    values = OmegaConf.to_container(cfg, resolve=True)
+    name = values.pop("task")
+    task = TASKS[name]()
+    options = task_options(task, values, f"recsys-bench task={name}")
     if options.get("output") is not None:
         check_target(options["output"], BENCHMARK, folder=False)  # before hours of work
-    task(**options)
+    return task(**options)
 
 
-def main(argv: list[str] | None = None) -> None:
-    try:
-        run_task(sys.argv[1:] if argv is None else argv)
-    except UserError as error:
-        print(f"recsys-bench: error: {error}", file=sys.stderr)
-        sys.exit(USAGE_EXIT_CODE)
+@hydra.main(version_base="1.3", config_path=CONF_SEARCH_PATH, config_name="bench")
+@exit_on_user_error("recsys-bench")
+def _main(cfg: DictConfig) -> None:
+    run_task(cfg)
+
+
+def main() -> None:
+    run_command(_main, "recsys-bench")
 
 
 if __name__ == "__main__":

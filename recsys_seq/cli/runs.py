@@ -15,12 +15,11 @@ import torch
 from hydra.utils import instantiate
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
-from rich.console import Console
-from rich.table import Table
 
 from data_prep import publish
 from data_prep.publish import RUN_FILE
-from data_prep.run_folders import CONFIG_FILE, METRICS_FILE
+from data_prep.run_folders import METRICS_FILE
+from data_prep.tables import Column, print_table
 from recsys_seq.data import SequenceDataModule
 from recsys_seq.data.options import DataOptions
 from recsys_seq.models import PopularityRecommender
@@ -47,6 +46,13 @@ def quiet_console() -> None:
     warnings.filterwarnings("ignore", message=".*when logging on epoch level in distributed")
     # our sampler returns every index exactly once in prediction (drop_last is not a thing)
     warnings.filterwarnings("ignore", message=".*custom batch sampler .* for prediction")
+
+
+def quiet_lightning() -> None:
+    """Keep Lightning's informational lines (devices found, seed set, epochs reached) out of
+    the output; its warnings and errors still show. For runs that report in one line each."""
+    for name in ("lightning.pytorch", "lightning.fabric"):
+        logging.getLogger(name).setLevel(logging.WARNING)
 
 
 def instantiate_group(group: DictConfig | None) -> list[Any]:
@@ -94,10 +100,10 @@ def to_floats(metrics: Mapping[str, Any]) -> dict[str, float]:
 
 
 @rank_zero_only
-def write_results(run_dir: Path, metrics: dict[str, Any], cfg: DictConfig) -> Path:
-    """Publish ``metrics.json`` (flat ``<stage>/<metric>@<k>`` keys) and the resolved config
-    into the run folder, each atomically."""
-    publish.write_text(run_dir / CONFIG_FILE, OmegaConf.to_yaml(cfg, resolve=True), RUN_FILE)
+def write_results(run_dir: Path, metrics: dict[str, Any]) -> Path:
+    """Publish ``metrics.json`` (flat ``<stage>/<metric>@<k>`` keys) into the run folder,
+    atomically. The run's config is Hydra's ``.hydra/config.yaml`` beside it, written when the
+    run starts (so a killed run has it too), with the overrides that made it."""
     text = json.dumps(metrics, indent=2, sort_keys=True) + "\n"
     return publish.write_text(run_dir / METRICS_FILE, text, RUN_FILE)
 
@@ -120,18 +126,16 @@ def print_results(metrics: Mapping[str, Any], model_name: str, stage: str = "tes
     title = f"{stage}: next item ranked against all items"
     if any("sampled" in name for name in names):
         title += "\n(sampled<n>/ rows: against n fixed sampled negatives instead)"
-    table = Table(title=title)
-    table.add_column("metric")
-    table.add_column(model_name, justify="right")
+    columns = [Column("metric"), Column(model_name, right=True)]
     baseline = any(k.startswith("popularity/") for k in metrics)
     if baseline:
-        table.add_column("popularity", justify="right")
-        table.add_column("ratio", justify="right")
+        columns += [Column("popularity", right=True), Column("ratio", right=True)]
+    rows = []
     for name in names:
         ours = metrics[f"{stage}/{name}"]
         row = [name, f"{ours:.4f}"]
         if baseline:
             pop = metrics.get(f"popularity/{stage}/{name}", float("nan"))
             row += [f"{pop:.4f}", f"{ours / pop:.1f}x" if pop > 0 else "-"]
-        table.add_row(*row)
-    Console().print(table)
+        rows.append(row)
+    print_table(columns, rows, title)
