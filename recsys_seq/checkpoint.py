@@ -6,9 +6,10 @@ only, no unpickling of objects) and must carry the project's record, written at 
 by the task (:meth:`NextItemTask.on_save_checkpoint`)::
 
     checkpoint["recsys_seq"] = {
-        "format": 2,
-        "model": {...},   # a ModelSpec as plain values: names of its parts, sizes, options
-        "data": {...},    # the DataOptions it was trained with (absolute data path)
+        "format": 3,
+        "model": {...},      # a ModelSpec as plain values: names of its parts, sizes, options
+        "data": {...},       # the DataOptions it was trained with (absolute data path)
+        "catalogue": {...},  # the items' original ids, counts, item features (tensors, strings)
     }
 
 Both are read back through the same checks as a config (:mod:`recsys_seq.options`), the
@@ -28,6 +29,7 @@ from typing import Any
 import torch
 
 from data_prep.errors import UserError
+from recsys_seq.data.catalogue import Catalogue, CatalogueError
 from recsys_seq.data.facts import DataFacts
 from recsys_seq.data.options import DataOptions, data_options
 from recsys_seq.models import ModelSpec, NextItemTask, build_model, model_spec
@@ -44,13 +46,15 @@ class VocabularyMismatch(CheckpointError):
 
 @dataclass(frozen=True)
 class Checkpoint:
-    """A checked checkpoint: the spec and data options it was trained with, and weights
-    whose names and shapes fit that spec."""
+    """A checked checkpoint: the spec and data options it was trained with, weights whose
+    names and shapes fit that spec, and the item catalogue that gives its item indices their
+    original ids (None when the model was trained on data held in memory)."""
 
     path: Path
     spec: ModelSpec
     data: DataOptions
     weights: dict[str, torch.Tensor]
+    catalogue: Catalogue | None
 
     def build(self, facts: DataFacts | None = None) -> NextItemTask:
         """The model with these weights, in eval mode, for data with ``facts`` (None: as a
@@ -90,8 +94,10 @@ def _first_line(error: Exception) -> str:
     return f"{type(error).__name__}: {lines[0][:200]}" if lines else type(error).__name__
 
 
-def record(checkpoint: dict[str, Any], path: str | Path) -> tuple[ModelSpec, DataOptions]:
-    """The checked model spec and data options a checkpoint was trained with."""
+def record(
+    checkpoint: dict[str, Any], path: str | Path
+) -> tuple[ModelSpec, DataOptions, Catalogue | None]:
+    """The checked model spec, data options and item catalogue a checkpoint carries."""
     entry = checkpoint.get(RECORD_KEY)
     if not isinstance(entry, dict) or entry.get("format") != RECORD_FORMAT:
         raise CheckpointError(
@@ -99,16 +105,32 @@ def record(checkpoint: dict[str, Any], path: str | Path) -> tuple[ModelSpec, Dat
             "another program or an older recsys-seq); train the model again with recsys-train."
         )
     try:
-        return model_spec(entry.get("model"), "model"), data_options(entry.get("data") or {})
+        spec = model_spec(entry.get("model"), "model")
+        data = data_options(entry.get("data") or {})
     except UserError as error:
         raise CheckpointError(f"Checkpoint {path} has an invalid record: {error}") from None
+    stored = entry.get("catalogue")
+    if stored is None:
+        return spec, data, None
+    try:
+        catalogue = Catalogue.from_record(stored, spec.num_items, spec.item_fingerprint)
+    except CatalogueError as error:
+        raise CheckpointError(f"Checkpoint {path}: {error}.") from None
+    for name, values in catalogue.features.items():
+        size = spec.side_features.get(name)
+        if size is not None and int(values.max()) >= size:
+            raise CheckpointError(
+                f"Checkpoint {path}: its catalogue's {name} values exceed the model's "
+                f"vocabulary of {size}."
+            )
+    return spec, data, catalogue
 
 
 def open_checkpoint(path: str | Path) -> Checkpoint:
     """Read and check a checkpoint; nothing of it is built yet."""
     path = Path(path)
     contents = read(path)
-    spec, data = record(contents, path)
+    spec, data, catalogue = record(contents, path)
     weights = contents.get("state_dict")
     if not isinstance(weights, dict) or not all(
         isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in weights.items()
@@ -126,7 +148,7 @@ def open_checkpoint(path: str | Path) -> Checkpoint:
             f"Checkpoint {path}: its weights do not fit its model spec (differing: "
             f"{', '.join(differing[:5])}{', ...' if len(differing) > 5 else ''})."
         )
-    return Checkpoint(path, spec, data, weights)
+    return Checkpoint(path, spec, data, weights, catalogue)
 
 
 def load(path: str | Path, facts: DataFacts | None = None) -> NextItemTask:

@@ -20,6 +20,7 @@ from lightning.pytorch.callbacks import BasePredictionWriter
 
 from data_prep import schema
 from data_prep.errors import UserError
+from recsys_seq.data.catalogue import Catalogue
 
 COLUMNS = ("user_id", "rank", "item_id", "score")
 PART_KEY = "recsys_seq_artifact"  # parquet metadata marking a part this module wrote
@@ -59,6 +60,27 @@ def to_original_ids(frame: pl.DataFrame, data_path: Path) -> pl.DataFrame:
             maintain_order="left",
         )
         .select(COLUMNS)
+    )
+
+
+def popular_frame(
+    user_ids: pl.Series, catalogue: Catalogue, k: int, id_type: pl.DataType
+) -> pl.DataFrame:
+    """The published table's rows for users the data does not know: each of ``user_ids``
+    (canonical text) gets the catalogue's ``k`` most popular items, scored by training
+    count. The ids take the dataset's ``id_type`` when they all fit it, else stay text."""
+    top = catalogue.most_popular(k)
+    users = user_ids.cast(id_type, strict=False)
+    if users.null_count():
+        users = user_ids
+    n, each = user_ids.len(), len(top)
+    return pl.DataFrame(
+        {
+            "user_id": users.gather(np.repeat(np.arange(n), each)),
+            "rank": np.tile(np.arange(1, each + 1, dtype=np.int32), n),
+            "item_id": catalogue.ids(np.tile(top, n)),
+            "score": np.tile(catalogue.counts[top].astype(np.float32), n),
+        }
     )
 
 

@@ -420,7 +420,10 @@ BAD_OPTIONS = [
     train_case("data.batch_size=abc", ("data.batch_size", "abc")),
     train_case("data.batch_size=0", ("data.batch_size",)),
     train_case("data.boundaries=sugested", ("data.boundaries", "suggested", "sugested")),
-    train_case("model.monitor=hr@99", ("model.monitor", "hr@99", "ndcg@10")),
+    train_case("optimized_metric=hr@10", ("optimized_metric", "hr@10", "val/ndcg@10")),
+    train_case("optimized_metric=val/auc@10", ("optimized_metric", "val/auc@10")),
+    train_case("optimized_metric=val/ndcg@0", ("optimized_metric", "val/ndcg@0")),
+    train_case("model.monitor=ndcg@10", ("model.monitor",)),
     train_case("model.encoder.name=nosuch", ("model.encoder.name", "nosuch", "gru")),
     train_case("model.scorer.name=target_attention", ("candidate_bce", "target_attention")),
     train_case("encoder@model.encoder=nosuch", ("nosuch",)),
@@ -462,6 +465,16 @@ BAD_OPTIONS = [
         marks=(pytest.mark.skipif(HAS_GPU, reason="this machine has a GPU"),),
     ),
     recommend_case("recommend stage=banana", "stage=banana", names=("stage", "banana")),
+    recommend_case(
+        "recommend unknown=guess", "unknown=guess", names=("unknown", "guess", "popular")
+    ),
+    recommend_case(
+        "recommend users=<unknown ids> unknown=error",
+        "users=ids.txt",
+        "unknown=error",
+        names=("ids.txt", "nobody", "unknown=skip"),
+        setup=user_file("ids.txt", "nobody\n"),
+    ),
     recommend_case("recommend output=recs.txt", "output=recs.txt", names=("output", "recs.txt")),
     recommend_case(
         "recommend users=<missing file>", "users=nosuch_ids.txt", names=("nosuch_ids.txt",)

@@ -129,11 +129,15 @@ def test_indices_map_back_to_original_ids(demo_dir):  # noqa: F811
     assert not np.isin(frame["item_id"].to_numpy(), [0]).any()
 
 
-def test_unknown_user_ids_are_named(tmp_path, checkpoint):
+def test_unknown_user_ids_are_named_with_unknown_error(tmp_path, checkpoint):
     ids_file = tmp_path / "ids.txt"
     ids_file.write_text("nobody\n42\n")
     cfg = recommend_config(
-        tmp_path, checkpoint, f"users={ids_file}", f"output={tmp_path / 'r.parquet'}"
+        tmp_path,
+        checkpoint,
+        f"users={ids_file}",
+        f"output={tmp_path / 'r.parquet'}",
+        "unknown=error",
     )
     with pytest.raises(UnknownUsers, match="2 user id.*nobody, 42"):
         recommend(cfg, show_progress=False)
@@ -143,6 +147,7 @@ def test_unknown_user_ids_are_named(tmp_path, checkpoint):
 def test_refuses_another_item_vocabulary(tmp_path, checkpoint):
     payload = torch.load(checkpoint, weights_only=True)
     payload["recsys_seq"]["model"]["item_fingerprint"] = "0" * 64
+    payload["recsys_seq"]["catalogue"] = None  # (its catalogue would no longer match either)
     torch.save(payload, tmp_path / "other.ckpt")
     cfg = recommend_config(tmp_path, tmp_path / "other.ckpt", f"output={tmp_path / 'r.csv'}")
     with pytest.raises(VocabularyMismatch, match="fingerprint"):
@@ -156,7 +161,7 @@ def test_users_file_follows_the_id_policy(tmp_path, demo_dir):  # noqa: F811
     spellings = ["user_id,extra", f'"{second}",x', f" 00{first} ", f"{third}.0", f"{second}"]
     ids_file.write_bytes(("\ufeff" + "\r\n".join(spellings) + "\r\n").encode())
     got = read_user_ids(ids_file, users)
-    assert got.tolist() == [1, 0, 2]  # file order, each user once, header skipped
+    assert got[schema.USER].to_list() == [1, 0, 2]  # file order, each user once, no header
 
 
 @pytest.mark.parametrize("output", ["r.parquet", "r.csv"])
@@ -189,3 +194,40 @@ def test_stale_parts_are_cleared_and_a_foreign_folder_is_refused(tmp_path, check
     with pytest.raises(UserError, match="in the way"):
         recommend(cfg, show_progress=False)
     assert (parts / "notes.txt").read_text() == "mine"
+
+
+@pytest.mark.parametrize("policy", ["skip", "popular"])
+def test_unknown_user_ids_are_skipped_or_given_popular_items(
+    tmp_path,
+    checkpoint,
+    demo_dir,  # noqa: F811 (fixture)
+    policy,
+    capsys,
+):
+    users = pl.read_parquet(demo_dir / schema.USERS_FILE).sort(schema.USER)
+    known = users[schema.ORIGINAL_ID].head(2).to_list()
+    ids_file = tmp_path / "ids.txt"
+    ids_file.write_text(f"{known[1]}\n999999999999\nnobody\n{known[0]}\n")
+    output = tmp_path / "r.csv"
+    cfg = recommend_config(
+        tmp_path, checkpoint, f"users={ids_file}", f"output={output}", f"unknown={policy}"
+    )
+    frame, info = recommend(cfg, show_progress=False)
+    assert "2 user id(s)" in capsys.readouterr().out
+    written = pl.read_csv(output, schema=frame.schema)
+    assert written.equals(frame)
+    served = frame["user_id"].cast(pl.String).unique(maintain_order=True).to_list()
+    if policy == "skip":
+        assert served == [str(known[1]), str(known[0])]
+        assert info["users"] == 2
+        return
+    assert served == [str(known[1]), str(known[0]), "999999999999", "nobody"]
+    assert info["users"] == 4
+    counts = pl.read_parquet(demo_dir / schema.ITEMS_FILE).sort(
+        [schema.COUNT, schema.ITEM], descending=[True, False]
+    )
+    fallback = frame.filter(pl.col("user_id").cast(pl.String) == "nobody")
+    top = counts.head(K)
+    assert fallback["item_id"].cast(pl.Int64).to_list() == top[schema.ORIGINAL_ID].to_list()
+    assert fallback["score"].to_list() == top[schema.COUNT].cast(pl.Float64).to_list()
+    assert fallback["rank"].to_list() == list(range(1, K + 1))

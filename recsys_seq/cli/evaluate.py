@@ -76,17 +76,19 @@ def evaluate(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, Any]]:
     for result in tested:
         metrics.update(runs.to_floats(result))
     if options.baselines:
-        metrics.update(runs.popularity_metrics(datamodule, list(spec.ks), model.exclude_history))
+        metrics.update(
+            runs.popularity_metrics(datamodule, list(spec.evaluated_ks), model.exclude_history)
+        )
     metrics["checkpoint"] = str(Path(options.ckpt_path).resolve())
     return metrics, {"datamodule": datamodule, "model": model, "trainer": trainer, "spec": spec}
 
 
-@hydra.main(version_base="1.3", config_path=configs.CONF_DIR, config_name="eval")
+@hydra.main(version_base="1.3", config_path=configs.CONF_SEARCH_PATH, config_name="eval")
 @exit_on_user_error("recsys-eval")
 def _main(cfg: DictConfig) -> None:
     metrics, objects = evaluate(cfg)
     run_dir = claim_run_folder(cfg.paths.output_dir, inputs=[objects["datamodule"].path])
-    path = runs.write_results(run_dir, metrics, cfg)
+    path = runs.write_results(run_dir, metrics)
     runs.print_results(metrics, model_name=objects["spec"].name)
     print(f"Results: {path}")
 

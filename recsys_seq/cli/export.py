@@ -214,7 +214,7 @@ def export_onnx(scorer: NextItemScorer, path: Path) -> None:
     program.save(str(path))
 
 
-@hydra.main(version_base="1.3", config_path=configs.CONF_DIR, config_name="export")
+@hydra.main(version_base="1.3", config_path=configs.CONF_SEARCH_PATH, config_name="export")
 @exit_on_user_error("recsys-export")
 def _main(cfg: DictConfig) -> None:
     result = export(cfg)

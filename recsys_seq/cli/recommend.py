@@ -18,7 +18,12 @@ recommended, and with ``exclude_history=true`` the items of the input window sco
 For ``stage=serve`` the items of the whole known history are excluded too (it can be longer
 than the window); for ``test``/``val`` only the window, exactly as evaluation does.
 Users with fewer than K rankable items get fewer rows. The output has one row per
-(user, rank): ``user_id, rank, item_id, score`` (rank 1 = best), written atomically.
+(user, rank): ``user_id, rank, item_id, score`` (rank 1 = best), written atomically, users in
+the order of the users file.
+
+User ids the dataset does not know follow ``unknown``: ``skip`` (default: counted and left
+out), ``popular`` (the most frequent training items, scored by training count, after the
+known users) or ``error`` (nothing is written; the ids are named).
 """
 
 from __future__ import annotations
@@ -44,7 +49,14 @@ from recsys_seq.cli.evaluate import restore
 from recsys_seq.cli.trainer import build_trainer, check_trainer, trainer_errors
 from recsys_seq.data import Stage
 from recsys_seq.options import OptionError, option
-from recsys_seq.serving import COLUMNS, TopKWriter, clear_parts, read_parts, to_original_ids
+from recsys_seq.serving import (
+    COLUMNS,
+    TopKWriter,
+    clear_parts,
+    popular_frame,
+    read_parts,
+    to_original_ids,
+)
 
 RECOMMENDATIONS = "recommendations"
 ARTIFACT_KEY = "recsys_seq_artifact"  # parquet metadata: which artifact wrote the file
@@ -60,23 +72,22 @@ class RecommendOptions:
     k: int = option(10, min=1)
     stage: Literal["serve", "test", "val"] = "serve"
     exclude_history: bool = True
+    unknown: Literal["skip", "popular", "error"] = "skip"
     output: str | None = None
     batch_size: int = option(512, min=1)
 
 
 class UnknownUsers(UserError):
-    """The users file names ids that are not in the dataset."""
+    """The users file names ids that are not in the dataset (with ``unknown=error``)."""
 
 
-def read_user_ids(path: str | Path, users_frame: pl.DataFrame) -> np.ndarray:
-    """User indices for the original ids listed in ``path``, in file order, each once.
+def read_user_ids(path: str | Path, users_frame: pl.DataFrame) -> pl.DataFrame:
+    """``id, user`` for the original ids listed in ``path``, in file order, each once:
+    ``id`` the canonical id as text, ``user`` its index, null for an id the dataset lacks.
 
     The file is read and its ids compared with ``users.parquet`` under the id policy of
     :mod:`data_prep.ids` (whitespace, leading zeros and ``14.0`` name the same user as
     ``14``; a BOM, CRLF, a header line and quoted ids are fine).
-
-    Raises:
-        UnknownUsers: naming the ids (up to 10) that ``users.parquet`` does not hold.
     """
     wanted = pl.DataFrame({"id": read_id_list(path, "user")}, schema={"id": pl.String})
     known = pl.DataFrame(
@@ -85,15 +96,25 @@ def read_user_ids(path: str | Path, users_frame: pl.DataFrame) -> np.ndarray:
             schema.USER: users_frame[schema.USER],
         }
     )
-    found = wanted.join(known, on="id", how="left", maintain_order="left")
+    return wanted.join(known, on="id", how="left", maintain_order="left")
+
+
+def unknown_users(found: pl.DataFrame, policy: str, path: str | Path) -> pl.Series:
+    """The ids of ``found`` that the dataset lacks, after applying ``policy``: ``error``
+    raises :class:`UnknownUsers` naming them (up to 10); ``skip`` and ``popular`` say how
+    many there are and what is done with them."""
     unknown = found.filter(pl.col(schema.USER).is_null())["id"]
     if unknown.len():
         shown = ", ".join(unknown.head(10).to_list()) + (", ..." if unknown.len() > 10 else "")
-        raise UnknownUsers(
+        what = (
             f"{unknown.len()} user id(s) in {path} are not in the dataset's "
             f"{schema.USERS_FILE}: {shown}"
         )
-    return found[schema.USER].to_numpy().astype(np.int64)
+        if policy == "error":
+            raise UnknownUsers(f"{what} (unknown=skip or unknown=popular serves the rest)")
+        done = "skipped" if policy == "skip" else "given the most popular items"
+        print(f"{what}: {done}")
+    return unknown
 
 
 def is_recommendations(path: Path) -> bool:
@@ -150,11 +171,14 @@ def recommend(cfg: DictConfig, show_progress: bool = True) -> tuple[pl.DataFrame
         inputs.append(Path(options.users))
     check_target(output, RECOMMENDATIONS, folder=False, inputs=inputs)  # before the work
     scored = datamodule.dataset(options.stage).users  # users with a window in this stage
+    unknown = pl.Series("id", [], dtype=pl.String)
     if options.users == "all":
         wanted = scored
     else:
         users_frame = pl.read_parquet(datamodule.path / schema.USERS_FILE)
-        wanted = read_user_ids(options.users, users_frame)
+        found = read_user_ids(options.users, users_frame)
+        unknown = unknown_users(found, options.unknown, options.users)
+        wanted = found[schema.USER].drop_nulls().to_numpy().astype(np.int64)
     skipped = int((~np.isin(wanted, scored)).sum())
     if skipped:
         print(
@@ -185,11 +209,16 @@ def recommend(cfg: DictConfig, show_progress: bool = True) -> tuple[pl.DataFrame
         frame = None
         if trainer.is_global_zero:
             frame = to_original_ids(in_wanted_order(read_parts(parts), wanted), datamodule.path)
+            if options.unknown == "popular" and unknown.len():
+                fallback = popular_frame(
+                    unknown, datamodule.data.catalogue, options.k, frame["user_id"].dtype
+                )
+                frame = pl.concat([frame, fallback], how="vertical_relaxed")
             write_recommendations(frame, output, inputs)
     finally:
         if trainer.is_global_zero:
             clear_parts(parts)
-    served = len(wanted) - skipped
+    served = len(wanted) - skipped + (unknown.len() if options.unknown == "popular" else 0)
     info = {
         "model": model,
         "datamodule": datamodule,
@@ -203,7 +232,7 @@ def recommend(cfg: DictConfig, show_progress: bool = True) -> tuple[pl.DataFrame
     return frame, info
 
 
-@hydra.main(version_base="1.3", config_path=configs.CONF_DIR, config_name="recommend")
+@hydra.main(version_base="1.3", config_path=configs.CONF_SEARCH_PATH, config_name="recommend")
 @exit_on_user_error("recsys-recommend")
 def _main(cfg: DictConfig) -> None:
     _, info = recommend(cfg)

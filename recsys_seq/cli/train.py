@@ -13,7 +13,9 @@ from typing import Any
 
 import hydra
 import lightning as L
-from lightning.pytorch.callbacks import ModelCheckpoint
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+from lightning.pytorch.callbacks import ModelCheckpoint, ModelSummary, ProgressBar
 from omegaconf import DictConfig
 
 from data_prep.errors import exit_on_user_error, run_command
@@ -24,7 +26,7 @@ from recsys_seq.cli import runs
 from recsys_seq.cli.trainer import build_trainer, check_trainer, trainer_errors
 from recsys_seq.data import SequenceDataModule
 from recsys_seq.data.options import data_options
-from recsys_seq.models import build_model
+from recsys_seq.models import ModelSpec, build_model
 from recsys_seq.options import OptionError
 
 
@@ -57,6 +59,22 @@ def check_windows(datamodule: SequenceDataModule) -> None:
             )
 
 
+def in_sweep() -> bool:
+    """Whether this run is one job of a Hydra multirun, whose summary table comes at the end
+    (:mod:`recsys_seq.cli.sweep_summary`): each job then says one line, not a table."""
+    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
+
+
+def result_line(metrics: dict[str, Any], spec: ModelSpec, label: str) -> str:
+    """One job's outcome: its best optimised metric, the test value of that metric, time."""
+    metric = spec.optimized_metric.removeprefix("val/")
+    return (
+        f"{label}: {spec.best_key} {metrics.get(spec.best_key, float('nan')):.4f}, "
+        f"test/{metric} {metrics.get(f'test/{metric}', float('nan')):.4f}, "
+        f"{metrics['fit/epochs']} epochs in {metrics['fit/seconds']:.0f} s"
+    )
+
+
 def train(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, Any]]:
     """Train and test one configuration.
 
@@ -70,7 +88,7 @@ def train(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, Any]]:
     """
     runs.quiet_console()
     data = data_options(configs.plain(cfg.data))
-    model_values = configs.model_values(cfg.model)
+    model_values = configs.model_values(cfg)
     check_trainer(configs.plain(cfg.trainer))
     run_dir = check_run_folder(cfg.paths.output_dir)
     datamodule = runs.build_datamodule(data)
@@ -81,9 +99,16 @@ def train(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, Any]]:
     resume = resolve_resume(cfg.get("ckpt_path"), run_dir)
     if resume is not None:
         check_resume(resume, spec, datamodule.path)
+    sweep_job = in_sweep()
     callbacks = runs.instantiate_group(cfg.get("callbacks"))
+    if sweep_job:  # no bar or summary per job: one line each, the table at the end
+        callbacks = [c for c in callbacks if not isinstance(c, ProgressBar | ModelSummary)]
+        runs.quiet_lightning()
     trainer = build_trainer(
-        cfg.trainer, callbacks=callbacks, logger=runs.instantiate_group(cfg.get("logger"))
+        cfg.trainer,
+        callbacks=callbacks,
+        logger=runs.instantiate_group(cfg.get("logger")),
+        **({"enable_progress_bar": False, "enable_model_summary": False} if sweep_job else {}),
     )
     L.seed_everything(cfg.seed, workers=True)  # checks first: nothing printed before an error
     model = build_model(spec, datamodule.facts())
@@ -105,20 +130,25 @@ def train(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, Any]]:
     for result in tested:
         metrics.update(runs.to_floats(result))
     if cfg.get("baselines") and trainer.is_global_zero:
-        metrics |= runs.popularity_metrics(datamodule, list(spec.ks), spec.exclude_history)
+        metrics |= runs.popularity_metrics(
+            datamodule, list(spec.evaluated_ks), spec.exclude_history
+        )
     metrics["checkpoint"] = best
     if trainer.is_global_zero:
-        path = runs.write_results(run_dir, metrics, cfg)
-        runs.print_results(metrics, model_name=spec.name)
-        print(f"Results: {path}\nCheckpoints: {run_dir / 'checkpoints'}")
+        path = runs.write_results(run_dir, metrics)
+        if sweep_job:
+            print(result_line(metrics, spec, f"job {HydraConfig.get().job.num} ({spec.name})"))
+        else:
+            runs.print_results(metrics, model_name=spec.name)
+            print(f"Results: {path}\nCheckpoints: {run_dir / 'checkpoints'}")
     return metrics, {"datamodule": datamodule, "model": model, "trainer": trainer}
 
 
-@hydra.main(version_base="1.3", config_path=configs.CONF_DIR, config_name="train")
+@hydra.main(version_base="1.3", config_path=configs.CONF_SEARCH_PATH, config_name="train")
 @exit_on_user_error("recsys-train")
 def _main(cfg: DictConfig) -> float | None:
     metrics, objects = train(cfg)
-    return metrics.get(f"val/best_{objects['model'].spec.monitor}")  # what sweeps maximise
+    return metrics.get(objects["model"].spec.best_key)  # what sweeps maximise
 
 
 def main() -> None:

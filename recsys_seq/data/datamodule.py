@@ -143,7 +143,7 @@ class SequenceDataModule(L.LightningDataModule):
         asks for a dataset to be prepared."""
         options = self.options or DataOptions(path=str(self.path))
         record = as_plain(dataclasses.replace(options, path=str(self.path), source=None))
-        return DataFacts(self.data.item_counts, self.sampled_negatives, record)
+        return DataFacts(self.data.item_counts, self.sampled_negatives, record, self.data.catalogue)
 
     def bucket_boundaries(self) -> list[int] | None:
         """``data.boundaries``: a list; ``suggested``, the buckets recsys-prep suggested for

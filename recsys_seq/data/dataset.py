@@ -19,12 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import polars as pl
 import torch
 from torch.utils.data import Dataset
 
 from data_prep import schema, steps
 from recsys_seq.data.batch import JaggedWindows
+from recsys_seq.data.catalogue import Catalogue
 from recsys_seq.data.negatives import DISTRIBUTIONS, sample_negatives
 from recsys_seq.data.validate import check_prepared
 
@@ -58,6 +58,8 @@ class PreparedSequences:
             (``items.parquet``); PAD 0.
         features: side-feature arrays parallel to ``items``.
         meta: the folder's meta.json.
+        catalogue: ``items.parquet`` (original ids, counts, item features), which every
+            checkpoint stores; None for sequences built in memory.
     """
 
     items: np.ndarray
@@ -69,6 +71,7 @@ class PreparedSequences:
     item_counts: np.ndarray
     features: dict[str, np.ndarray]
     meta: dict
+    catalogue: Catalogue | None = None
 
     @classmethod
     def load(cls, path: str | Path) -> PreparedSequences:
@@ -79,6 +82,7 @@ class PreparedSequences:
                 (see :mod:`recsys_seq.data.validate`); nothing is loaded from it.
         """
         meta, frame = check_prepared(Path(path))  # users 0..U-1 in order, Int64 columns
+        catalogue = Catalogue.load(Path(path), int(meta["items"]))
         lengths = frame[schema.ITEMS].list.len().to_numpy().astype(np.int64)
         offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
@@ -89,11 +93,12 @@ class PreparedSequences:
             val_index=frame[schema.VAL_INDEX].fill_null(-1).to_numpy(),
             test_index=frame[schema.TEST_INDEX].fill_null(-1).to_numpy(),
             train_end=frame.select(steps.train_end())[:, 0].to_numpy().astype(np.int64),
-            item_counts=_item_counts(Path(path), int(meta["items"])),
+            item_counts=catalogue.counts,
             features={
                 name: frame[name].explode().to_numpy() for name in meta[schema.META_SIDE_FEATURES]
             },
             meta=meta,
+            catalogue=catalogue,
         )
 
     @property
@@ -105,14 +110,6 @@ class PreparedSequences:
         """Sorted unique ``user * (N + 1) + item`` over all events: "has u seen i" lookups."""
         users = np.repeat(self.users, np.diff(self.offsets))
         return np.unique(users * (self.num_items + 1) + self.items)
-
-
-def _item_counts(path: Path, num_items: int) -> np.ndarray:
-    """``items.parquet``'s training counts as an ``(N + 1,)`` array indexed by item."""
-    frame = pl.read_parquet(path / schema.ITEMS_FILE, columns=[schema.ITEM, schema.COUNT])
-    out = np.zeros(num_items + 1, dtype=np.int64)  # items are 1..N (checked on load)
-    out[frame[schema.ITEM].to_numpy()] = frame[schema.COUNT].to_numpy()
-    return out
 
 
 class WindowDataset(Dataset):

@@ -7,6 +7,8 @@ from typing import Any
 
 import numpy as np
 
+from recsys_seq.data.catalogue import Catalogue
+
 
 @dataclass(frozen=True)
 class DataFacts:
@@ -18,8 +20,11 @@ class DataFacts:
             draw negatives by popularity; None when the model only evaluates or serves.
         sampled_negatives: fixed negatives per user in the evaluation batches (0: none).
         record: the data options as plain values, stored in every checkpoint.
+        catalogue: the items' original ids, counts and item features, stored in every
+            checkpoint so serving needs no prepared folder; None for data built in memory.
     """
 
     item_counts: np.ndarray | None = None
     sampled_negatives: int = 0
     record: dict[str, Any] = field(default_factory=dict)
+    catalogue: Catalogue | None = None

@@ -37,6 +37,7 @@ class RankingModule(L.LightningModule):
             up front, the same on every rank, because logging the sampled metrics is a
             collective step that every rank must take, whether or not it saw a batch.
         metric_prefix: prepended to every logged key (e.g. ``"popularity/"``).
+        progress_metric: the logged key also shown in the progress bar (e.g. ``val/ndcg@10``).
     """
 
     def __init__(
@@ -45,8 +46,10 @@ class RankingModule(L.LightningModule):
         exclude_history: bool = False,
         sampled_negatives: int = 0,
         metric_prefix: str = "",
+        progress_metric: str | None = None,
     ) -> None:
         super().__init__()
+        self.progress_metric = progress_metric
         self.exclude_history = exclude_history
         self.sampled_negatives = sampled_negatives
         self.metric_prefix = metric_prefix
@@ -94,7 +97,11 @@ class RankingModule(L.LightningModule):
             sampled.reset()
         values = full.compute()  # synced across ranks: sums and counts, then means
         full.reset()
-        self.log_dict(self._keys(stage, values))
+        logged = self._keys(stage, values)
+        shown = logged.pop(self.progress_metric, None)
+        self.log_dict(logged)
+        if shown is not None:
+            self.log(self.progress_metric, shown, prog_bar=True)
         return values
 
     def on_validation_epoch_end(self) -> None:

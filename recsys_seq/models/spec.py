@@ -15,12 +15,12 @@ from typing import Any, Literal
 from recsys_seq.models.encoders import ENCODERS
 from recsys_seq.models.losses import LOSSES
 from recsys_seq.models.scorers import SCORERS
+from recsys_seq.optimized_metric import DEFAULT as DEFAULT_OPTIMIZED_METRIC
+from recsys_seq.optimized_metric import best_key, check_optimized_metric, cutoff
 from recsys_seq.options import OptionError, as_plain, checked, option
 
 RECORD_KEY = "recsys_seq"
-RECORD_FORMAT = 2
-METRICS = ("hr", "ndcg", "mrr")
-"""The all-item metrics every model logs, each at every cut-off in ``ks``."""
+RECORD_FORMAT = 3
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,7 @@ class OptimizerOptions:
 
 @dataclass(frozen=True)
 class SchedulerOptions:
-    """Reduce the learning rate when the monitored validation metric stops improving."""
+    """Reduce the learning rate when ``optimized_metric`` stops improving."""
 
     name: Literal["reduce_on_plateau"] = "reduce_on_plateau"
     factor: float = option(0.5, min=0.0, below=1.0)
@@ -59,10 +59,21 @@ class ModelSpec:
     embedding_dim: int = option(64, min=1)
     side_features: dict[str, int] = field(default_factory=dict)  # name -> vocabulary size
     ks: list[int] = option([1, 5, 10, 20], min=1)
-    monitor: str = "ndcg@10"  # validation metric for best checkpoint, early stop, scheduler
+    # the run's one optimised metric (train.yaml): best checkpoint, early stop, scheduler
+    optimized_metric: str = DEFAULT_OPTIMIZED_METRIC
     exclude_history: bool = False
     optimizer: OptimizerOptions = field(default_factory=OptimizerOptions)
     scheduler: SchedulerOptions | None = None
+
+    @property
+    def evaluated_ks(self) -> tuple[int, ...]:
+        """The cut-offs validation and test compute: ``ks`` and the optimised metric's."""
+        return tuple(sorted({*self.ks, cutoff(self.optimized_metric)}))
+
+    @property
+    def best_key(self) -> str:
+        """The logged best value so far of the optimised metric, e.g. ``val/best_ndcg@10``."""
+        return best_key(self.optimized_metric)
 
 
 PARTS = {"encoder": ENCODERS, "scorer": SCORERS, "loss": LOSSES}
@@ -102,12 +113,7 @@ def _check_parts(spec: ModelSpec, where: str) -> None:
         raise OptionError("loss candidate_bce needs at least 2 items to sample negatives.")
     if not spec.ks:
         raise OptionError(f"{where}.ks must list at least one cut-off, e.g. [10].")
-    logged = [f"{metric}@{k}" for metric in METRICS for k in spec.ks]
-    if spec.monitor not in logged:
-        raise OptionError(
-            f"{where}.monitor must be a logged validation metric ({', '.join(logged)}), got "
-            f"{spec.monitor!r}."
-        )
+    check_optimized_metric(spec.optimized_metric)
 
 
 def spec_values(spec: ModelSpec) -> dict[str, Any]:
@@ -115,6 +121,15 @@ def spec_values(spec: ModelSpec) -> dict[str, Any]:
     return as_plain(spec)
 
 
-def checkpoint_record(spec: ModelSpec, data: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The project's record in a checkpoint: the model spec and the data options."""
-    return {"format": RECORD_FORMAT, "model": spec_values(spec), "data": dict(data or {})}
+def checkpoint_record(
+    spec: ModelSpec, data: Mapping[str, Any] | None, catalogue: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """The project's record in a checkpoint: the model spec, the data options and the item
+    catalogue (:meth:`recsys_seq.data.catalogue.Catalogue.record`; None when the model was
+    built on data held in memory)."""
+    return {
+        "format": RECORD_FORMAT,
+        "model": spec_values(spec),
+        "data": dict(data or {}),
+        "catalogue": None if catalogue is None else dict(catalogue),
+    }

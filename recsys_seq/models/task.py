@@ -34,11 +34,17 @@ class NextItemTask(RankingModule):
     def __init__(
         self, spec: ModelSpec, model: NextItemModel, loss: nn.Module, facts: DataFacts
     ) -> None:
-        super().__init__(spec.ks, spec.exclude_history, facts.sampled_negatives)
+        super().__init__(
+            spec.evaluated_ks,
+            spec.exclude_history,
+            facts.sampled_negatives,
+            progress_metric=spec.optimized_metric,
+        )
         self.spec = spec
         self.model = model
         self.loss = loss
         self.data_record = facts.record
+        self.catalogue = facts.catalogue
         self.val_best = MaxMetric()
         self.predict_k = max(spec.ks)  # recommendations per user in predict_step
 
@@ -56,8 +62,8 @@ class NextItemTask(RankingModule):
         values = self._log_stage("val", self.val_metrics, self.val_sampled)
         if self.trainer.sanity_checking:
             return
-        self.val_best(values[self.spec.monitor])
-        self.log(f"val/best_{self.spec.monitor}", self.val_best.compute().float())
+        self.val_best(values[self.spec.optimized_metric.removeprefix("val/")])
+        self.log(self.spec.best_key, self.val_best.compute().float())
 
     def predict_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> dict:
         """Top-``predict_k`` items per user, best first: ``user (B,)``, ``items (B, k)``,
@@ -71,7 +77,7 @@ class NextItemTask(RankingModule):
 
     def configure_optimizers(self) -> Any:
         """The spec's optimiser, decaying weight matrices only, and its optional scheduler
-        on the monitored validation metric."""
+        on ``optimized_metric``."""
         options = self.spec.optimizer
         optimizer = OPTIMIZERS[options.name](
             parameter_groups(self, options.weight_decay), lr=options.lr
@@ -86,11 +92,12 @@ class NextItemTask(RankingModule):
         )
         return {
             "optimizer": optimizer,
-            "lr_scheduler": {"scheduler": scheduler, "monitor": f"val/{self.spec.monitor}"},
+            "lr_scheduler": {"scheduler": scheduler, "monitor": self.spec.optimized_metric},
         }
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        checkpoint[RECORD_KEY] = checkpoint_record(self.spec, self.data_record)
+        catalogue = None if self.catalogue is None else self.catalogue.record()
+        checkpoint[RECORD_KEY] = checkpoint_record(self.spec, self.data_record, catalogue)
 
 
 def parameter_groups(module: nn.Module, weight_decay: float) -> list[dict[str, Any]]:

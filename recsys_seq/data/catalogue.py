@@ -1,0 +1,147 @@
+"""The item vocabulary a model was trained on, carried by every checkpoint.
+
+A model's item indices mean nothing without the prepared folder's ``items.parquet``; the
+catalogue keeps what serving needs of it (original ids, training counts for the popularity
+fallback, item-level side features) with the weights, so a checkpoint recommends in original
+ids from any folder and without the data. It is stored as tensors and lists of strings only,
+so ``torch.load(weights_only=True)`` reads it, and it is checked against the item fingerprint
+the model spec carries (the same hash recsys-prep wrote), so a catalogue that was altered or
+belongs to other items is refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+import torch
+
+from data_prep import schema
+from data_prep.ids import canonical_series
+from data_prep.prep import item_fingerprint
+
+ITEM_LEVEL_FEATURES = ("category",)
+"""Side features that belong to the item (one value per item in ``items.parquet``); the
+others (``event``, ``gap``) belong to each event of a history."""
+
+
+class CatalogueError(ValueError):
+    """A stored catalogue that is not what the project writes."""
+
+
+@dataclass(frozen=True)
+class Catalogue:
+    """Items ``1..N`` of a prepared dataset.
+
+    Attributes:
+        original_ids: ``(N,)`` the original id of item ``i`` at position ``i - 1``, Int64 or
+            String as in ``items.parquet`` (the canonical ids of :mod:`data_prep.ids`).
+        counts: ``(N + 1,)`` int64 training occurrences per item, PAD 0.
+        features: item-level side features present in the data, each ``(N + 1,)`` int64
+            (PAD 0).
+    """
+
+    original_ids: pl.Series
+    counts: np.ndarray
+    features: dict[str, np.ndarray]
+
+    @property
+    def num_items(self) -> int:
+        return len(self.original_ids)
+
+    @classmethod
+    def load(cls, path: Path, num_items: int) -> Catalogue:
+        """Read ``path/items.parquet`` (already checked by the prepared-folder contract)."""
+        frame = pl.read_parquet(path / schema.ITEMS_FILE).sort(schema.ITEM)
+        index = frame[schema.ITEM].to_numpy()
+
+        def by_item(column: str) -> np.ndarray:
+            out = np.zeros(num_items + 1, dtype=np.int64)
+            out[index] = frame[column].fill_null(0).to_numpy()
+            return out
+
+        features = {name: by_item(name) for name in ITEM_LEVEL_FEATURES if name in frame.columns}
+        return cls(frame[schema.ORIGINAL_ID], by_item(schema.COUNT), features)
+
+    def record(self) -> dict[str, Any]:
+        """Checkpoint-safe values: tensors, and text ids as a list of strings."""
+        ids = self.original_ids
+        return {
+            "original_ids": (
+                torch.from_numpy(ids.to_numpy().astype(np.int64))
+                if ids.dtype.is_integer()
+                else ids.cast(pl.String).to_list()
+            ),
+            "counts": torch.from_numpy(self.counts),
+            "features": {name: torch.from_numpy(v) for name, v in self.features.items()},
+        }
+
+    @classmethod
+    def from_record(cls, record: object, num_items: int, fingerprint: str) -> Catalogue:
+        """The catalogue of a checkpoint's record, refused unless it has exactly ``num_items``
+        items whose ids hash to ``fingerprint`` and well-formed counts and features.
+
+        Raises:
+            CatalogueError: saying what is wrong.
+        """
+        if not isinstance(record, Mapping):
+            raise CatalogueError("its item catalogue is not a mapping")
+        ids = _original_ids(record.get("original_ids"))
+        if len(ids) != num_items:
+            raise CatalogueError(f"its catalogue lists {len(ids)} items, the model has {num_items}")
+        if item_fingerprint(ids) != fingerprint:
+            raise CatalogueError("its catalogue's item ids do not match the model's fingerprint")
+        counts = _item_vector(record.get("counts"), num_items, "counts")
+        features = record.get("features")
+        if not isinstance(features, Mapping) or not set(features) <= set(ITEM_LEVEL_FEATURES):
+            raise CatalogueError(f"its catalogue features must be among {ITEM_LEVEL_FEATURES}")
+        return cls(
+            ids,
+            counts,
+            {name: _item_vector(v, num_items, name) for name, v in features.items()},
+        )
+
+    def indices(self, ids: pl.Series) -> np.ndarray:
+        """Item indices of original ``ids`` (any id type; the id policy of
+        :mod:`data_prep.ids` applies, so ``" 014"`` finds item ``14``); 0 where unknown."""
+        known = pl.DataFrame(
+            {"id": canonical_series(self.original_ids), "index": np.arange(1, self.num_items + 1)}
+        )
+        asked = pl.DataFrame({"id": canonical_series(ids.rename("id"))})
+        found = asked.join(known, on="id", how="left", maintain_order="left")
+        return found["index"].fill_null(0).to_numpy().astype(np.int64)
+
+    def most_popular(self, k: int) -> np.ndarray:
+        """The ``k`` most frequent training items (ties: the lower index), best first: the
+        recommendation for someone of whom nothing is known."""
+        return np.argsort(-self.counts[1:], kind="stable")[:k] + 1
+
+    def ids(self, indices: np.ndarray) -> pl.Series:
+        """Original ids of item ``indices`` (1..N)."""
+        return self.original_ids.gather(np.asarray(indices, dtype=np.int64) - 1)
+
+
+def _original_ids(value: object) -> pl.Series:
+    name = schema.ORIGINAL_ID
+    if isinstance(value, torch.Tensor) and value.dtype == torch.int64 and value.dim() == 1:
+        return pl.Series(name, value.numpy(), dtype=pl.Int64)
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return pl.Series(name, value, dtype=pl.String)
+    raise CatalogueError("its catalogue's original_ids are neither an int64 vector nor strings")
+
+
+def _item_vector(value: object, num_items: int, what: str) -> np.ndarray:
+    if (
+        not isinstance(value, torch.Tensor)
+        or value.dtype != torch.int64
+        or tuple(value.shape) != (num_items + 1,)
+        or bool((value < 0).any())
+    ):
+        raise CatalogueError(
+            f"its catalogue's {what} must be {num_items + 1} non-negative int64 values"
+        )
+    return value.numpy().copy()

@@ -1,0 +1,270 @@
+"""The Python API: a checkpoint that recommends from histories in original item ids.
+
+    import recsys_seq
+
+    model = recsys_seq.load("outputs/train/runs/<run>/checkpoints/best.ckpt")
+    model.recommend(["470256549", "359518691"], k=10)             # one history
+    model.recommend_batch([["470256549"], ["359518691", "x"]])     # many: one table
+
+The checkpoint is all it needs: the weights, the model spec and the item catalogue (original
+ids, training counts, item categories) are stored in every checkpoint, so neither the
+prepared folder nor the working directory matter. Histories are scored in one batched pass
+through the code path evaluation and ``recsys-recommend`` use (:meth:`NextItemTask.predict_step`).
+
+Ids follow the policy of :mod:`data_prep.ids` (``" 014"`` and ``14`` are the same item).
+Items the model does not know are dropped from a history and counted; a history left with no
+known item follows ``unknown``: ``skip`` (no recommendations), ``popular`` (the most frequent
+training items) or ``error``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import polars as pl
+import torch
+
+from data_prep.errors import UserError
+from recsys_seq import checkpoint
+from recsys_seq.data.batch import JaggedWindows, PaddedBatchCollator
+from recsys_seq.data.catalogue import Catalogue
+from recsys_seq.data.dataset import jagged_positions
+from recsys_seq.data.facts import DataFacts
+from recsys_seq.models import NextItemTask
+
+UnknownPolicy = Literal["skip", "popular", "error"]
+UNKNOWN_POLICIES: tuple[str, ...] = UnknownPolicy.__args__
+BATCH_COLUMNS = ("query", "rank", "item_id", "score", "source", "unknown_items")
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """One history's top-K, best first.
+
+    Attributes:
+        items: original item ids.
+        scores: the model's scores (popularity fallback: training counts).
+        unknown: the history's ids that the model does not know (dropped).
+        source: ``model``, ``popular`` (no known item, ``unknown="popular"``) or ``skipped``.
+    """
+
+    items: list
+    scores: list[float]
+    unknown: list
+    source: Literal["model", "popular", "skipped"]
+
+
+def load(path: str | Path, device: str | torch.device = "cpu") -> Recommender:
+    """The :class:`Recommender` of a checkpoint written by ``recsys-train``.
+
+    The file is read as data only (:mod:`recsys_seq.checkpoint`: ``weights_only=True``, the
+    model rebuilt from the project's registries, its catalogue checked against the model's
+    item fingerprint).
+    """
+    trained = checkpoint.open_checkpoint(path)
+    if trained.catalogue is None:
+        raise checkpoint.CheckpointError(
+            f"Checkpoint {path} carries no item catalogue (its model was trained on data held "
+            "in memory), so it cannot name items by their original ids."
+        )
+    facts = DataFacts(item_counts=trained.catalogue.counts, catalogue=trained.catalogue)
+    task = trained.build(facts).to(device)
+    return Recommender(task, trained.catalogue, trained.data.max_len)
+
+
+class Recommender:
+    """A trained model that recommends next items for histories of original item ids.
+
+    Args:
+        task: the trained model, in eval mode.
+        catalogue: its items (:class:`Catalogue`).
+        max_len: the longest window the model was trained on; older events are dropped.
+    """
+
+    def __init__(self, task: NextItemTask, catalogue: Catalogue, max_len: int) -> None:
+        per_event = sorted(set(task.spec.side_features) - set(catalogue.features))
+        self.task = task
+        self.catalogue = catalogue
+        self.max_len = max_len
+        self._per_event = per_event
+        self._collate = PaddedBatchCollator()
+
+    @property
+    def name(self) -> str:
+        """The model's config name (``sasrec``, ``gru``, ``din``, ...)."""
+        return self.task.spec.name
+
+    @property
+    def device(self) -> torch.device:
+        return self.task.device
+
+    def recommend(
+        self,
+        history: Sequence,
+        k: int = 10,
+        *,
+        exclude_history: bool = True,
+        unknown: UnknownPolicy = "skip",
+    ) -> Recommendation:
+        """The top-``k`` next items after ``history`` (oldest first), as a
+        :class:`Recommendation`. See :meth:`recommend_batch` for the options."""
+        frame = self.recommend_batch([history], k, exclude_history=exclude_history, unknown=unknown)
+        ids = pl.Series("id", list(history), strict=False)
+        unknown_ids = ids.filter(self.catalogue.indices(ids) == 0).to_list()
+        if frame.is_empty():
+            return Recommendation([], [], unknown_ids, "skipped")
+        return Recommendation(
+            frame["item_id"].to_list(), frame["score"].to_list(), unknown_ids, frame["source"][0]
+        )
+
+    def recommend_batch(
+        self,
+        histories: Sequence[Sequence],
+        k: int = 10,
+        *,
+        exclude_history: bool = True,
+        unknown: UnknownPolicy = "skip",
+        batch_size: int = 256,
+    ) -> pl.DataFrame:
+        """Top-``k`` for each history, as one table.
+
+        Args:
+            histories: lists of original item ids, oldest first.
+            k: recommendations per history.
+            exclude_history: never recommend an item of the history again.
+            unknown: a history with no known item: ``skip`` (no rows), ``popular`` (the most
+                frequent training items) or ``error`` (:class:`UserError`).
+            batch_size: histories scored at once.
+
+        Returns:
+            ``query, rank, item_id, score, source, unknown_items``: ``query`` is the history's
+            position in ``histories``, ``source`` ``model`` or ``popular``, ``unknown_items``
+            how many of its ids were dropped as unknown.
+        """
+        self._check(k, unknown, batch_size)
+        query, items = self._known_items(histories)
+        n = len(histories)
+        dropped = np.bincount(query[items == 0], minlength=n)
+        query, items = query[items != 0], items[items != 0]
+        lengths = np.bincount(query, minlength=n)
+        empty = np.flatnonzero(lengths == 0)
+        if len(empty) and unknown == "error":
+            shown = ", ".join(map(str, empty[:10])) + (", ..." if len(empty) > 10 else "")
+            raise UserError(
+                f"{len(empty)} histor{'y has' if len(empty) == 1 else 'ies have'} no item the "
+                f"model knows (positions {shown}); pass unknown=skip or unknown=popular."
+            )
+        served = np.flatnonzero(lengths > 0)
+        parts = [
+            self._score(query, items, lengths, served[i : i + batch_size], k, exclude_history)
+            for i in range(0, len(served), batch_size)
+        ]
+        if len(empty) and unknown == "popular":
+            parts.append(self._popular(empty, k))
+        frame = (pl.concat(parts) if parts else _empty_frame()).sort("query", "rank")
+        return frame.with_columns(
+            item_id=self.catalogue.ids(frame["item"].to_numpy()),
+            unknown_items=pl.Series(dropped).gather(frame["query"]),
+        ).select(BATCH_COLUMNS)
+
+    def _check(self, k: int, unknown: str, batch_size: int) -> None:
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise UserError(f"k must be a positive integer, got {k!r}.")
+        if unknown not in UNKNOWN_POLICIES:
+            raise UserError(
+                f"unknown must be one of {', '.join(UNKNOWN_POLICIES)}, got {unknown!r}."
+            )
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise UserError(f"batch_size must be a positive integer, got {batch_size!r}.")
+        if self._per_event:
+            raise UserError(
+                f"The {self.name} model also reads per-event side features "
+                f"({', '.join(self._per_event)}), which a list of item ids does not carry; "
+                "recommend for the dataset's users with recsys-recommend."
+            )
+
+    def _known_items(self, histories: Sequence[Sequence]) -> tuple[np.ndarray, np.ndarray]:
+        """``(query, item)`` per history event, flat in order; item 0 where unknown."""
+        if isinstance(histories, (str, bytes)) or not isinstance(histories, Sequence):
+            raise UserError("histories must be a list of lists of item ids.")
+        if any(isinstance(h, (str, bytes)) or not isinstance(h, Sequence) for h in histories):
+            raise UserError("each history must be a list of item ids (a string is one id).")
+        flat = (
+            pl.Series("id", [list(h) for h in histories], strict=False)
+            .to_frame()
+            .with_row_index("query")
+            .filter(pl.col("id").list.len() > 0)  # an empty list would explode into a null
+            .explode("id")
+        )
+        return flat["query"].to_numpy().astype(np.int64), self.catalogue.indices(flat["id"])
+
+    @torch.inference_mode()
+    def _score(
+        self,
+        query: np.ndarray,
+        items: np.ndarray,
+        lengths: np.ndarray,
+        chosen: np.ndarray,
+        k: int,
+        exclude_history: bool,
+    ) -> pl.DataFrame:
+        """The model's top-``k`` for the histories ``chosen`` (each with a known item)."""
+        starts = np.searchsorted(query, chosen)  # query is sorted: histories in order
+        seen = torch.from_numpy(items[jagged_positions(starts, lengths[chosen])])
+        window = np.minimum(lengths[chosen], self.max_len)
+        recent = items[jagged_positions(starts + lengths[chosen] - window, window)]
+        windows = JaggedWindows(
+            items=torch.from_numpy(recent),
+            lengths=torch.from_numpy(window),
+            user=torch.from_numpy(chosen),
+            features={
+                name: torch.from_numpy(values[recent])
+                for name, values in self.catalogue.features.items()
+                if name in self.task.spec.side_features
+            },
+            seen=seen,
+            seen_lengths=torch.from_numpy(lengths[chosen]),
+        )
+        batch = {name: t.to(self.device) for name, t in self._collate(windows).items()}
+        self.task.predict_k, self.task.exclude_history = k, exclude_history
+        top = self.task.predict_step(batch, 0)
+        scores = top["scores"].float().cpu()
+        n, width = scores.shape
+        return pl.DataFrame(
+            {
+                "query": np.repeat(chosen, width),
+                "rank": np.tile(np.arange(1, width + 1, dtype=np.int64), n),
+                "item": top["items"].cpu().reshape(-1).numpy(),
+                "score": scores.reshape(-1).numpy().astype(np.float64),
+                "source": "model",
+            }
+        ).filter(pl.col("score").is_finite())
+
+    def _popular(self, queries: np.ndarray, k: int) -> pl.DataFrame:
+        """The catalogue's ``k`` most popular items for each query."""
+        top = self.catalogue.most_popular(k)
+        return pl.DataFrame(
+            {
+                "query": np.repeat(queries, len(top)),
+                "rank": np.tile(np.arange(1, len(top) + 1, dtype=np.int64), len(queries)),
+                "item": np.tile(top, len(queries)),
+                "score": np.tile(self.catalogue.counts[top].astype(np.float64), len(queries)),
+                "source": "popular",
+            }
+        )
+
+
+def _empty_frame() -> pl.DataFrame:
+    return pl.DataFrame(
+        schema={
+            "query": pl.Int64,
+            "rank": pl.Int64,
+            "item": pl.Int64,
+            "score": pl.Float64,
+            "source": pl.String,
+        }
+    )
