@@ -40,9 +40,14 @@ def sweep(tmp_path_factory, demo_dir) -> Path:  # noqa: F811
     return folder
 
 
+def cells(line: str) -> list[str]:
+    """A markdown table row's cells, without their padding."""
+    return [cell.strip() for cell in line.strip().strip("|").split("|")]
+
+
 def test_report_table_and_plots(sweep):
     result = report(sweep, include_debug=True)  # limit_*_batches: debug runs
-    assert result["markdown"].startswith("| run | model | dataset | overrides |")
+    assert cells(result["markdown"].splitlines()[0])[:4] == ["run", "model", "dataset", "overrides"]
     assert [r.debug for r in result["runs"]] == ["trainer.limit_train_batches=3"] * 2
 
     frame = pl.read_csv(sweep / "report" / "report.csv", schema_overrides={"run": pl.String})
@@ -94,14 +99,14 @@ def test_markdown_shows_each_runs_optimized_metric_and_its_best_value():
             "popularity/test/ndcg@10": [0.01, 0.01],
         }
     )
-    header, _, first, second = markdown(frame).splitlines()
-    assert header.split(" | ")[4:10] == [
+    header, _, first, second = (cells(line) for line in markdown(frame).splitlines())
+    assert header[4:10] == [
         "test/ndcg@10",
         "test/hr@5",
         "test/hr@10",
         "optimized_metric",
         "best_val",
-        "popularity/test/ndcg@10 |",
+        "popularity/test/ndcg@10",
     ]
-    assert "| 0.4000 | 0.4500 | 0.6000 | val/ndcg@10 | 0.5000 | 0.0100 |" in first
-    assert "| 0.3000 | 0.3500 | 0.5000 | val/hr@5 | 0.7000 | 0.0100 |" in second
+    assert first[4:10] == ["0.4000", "0.4500", "0.6000", "val/ndcg@10", "0.5000", "0.0100"]
+    assert second[4:10] == ["0.3000", "0.3500", "0.5000", "val/hr@5", "0.7000", "0.0100"]

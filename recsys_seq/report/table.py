@@ -11,6 +11,8 @@ from collections.abc import Sequence
 
 import polars as pl
 
+from data_prep import tables
+from data_prep.tables import Column
 from recsys_seq.optimized_metric import best_key
 from recsys_seq.report.runs import Run, key_metrics
 
@@ -50,14 +52,22 @@ def markdown(frame: pl.DataFrame) -> str:
     shown += [*TRAILING, "debug"]
     columns = ["run", "model", "dataset", "overrides"]
     columns += [c for c in shown if c in frame.columns and frame[c].null_count() < frame.height]
-    lines = ["| " + " | ".join(columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
-    for row in frame.select(columns).iter_rows():
-        cells = [
-            f"{v:.4f}" if isinstance(v, float) else ("-" if v in (None, "") else str(v))
-            for v in row
-        ]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    rows = [
+        [_cell(name, value) for name, value in zip(columns, row, strict=True)]
+        for row in frame.select(columns).iter_rows()
+    ]
+    heads = [Column(c, right=frame.schema[c] == pl.Float64) for c in columns]
+    return tables.markdown(heads, rows)
+
+
+def _cell(column: str, value: object) -> str:
+    if value is None or value == "":
+        return "-"
+    if column == "fit/epochs":
+        return f"{value:.0f}"
+    if column == "fit/seconds":
+        return f"{value:,.1f}"
+    return f"{value:.4f}" if isinstance(value, float) else str(value)
 
 
 def _number(value: object) -> float | None:
