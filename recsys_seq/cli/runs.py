@@ -33,14 +33,19 @@ OmegaConf.register_new_resolver(
 LIGHTNING_INFO = logging.getLogger("lightning.pytorch.utilities.rank_zero")
 
 
-def _not_a_tip(record: logging.LogRecord) -> bool:
-    return not str(record.msg).startswith("💡")
+# Lightning's lines that say nothing about the run: its advertising tip, and the notice that
+# our own model summary (recsys_seq.callbacks.NetworkSummary) replaces its default one
+NOT_ABOUT_THE_RUN = ("💡", "Trainer already configured with model summary callbacks")
+
+
+def _about_the_run(record: logging.LogRecord) -> bool:
+    return not str(record.msg).startswith(NOT_ABOUT_THE_RUN)
 
 
 def quiet_console() -> None:
-    """Drop Lightning's advertising tip and an internal deprecation warning from a run's
-    output; everything else Lightning says is kept. Idempotent."""
-    LIGHTNING_INFO.addFilter(_not_a_tip)
+    """Drop Lightning's lines that are not about the run and an internal deprecation warning
+    from a run's output; everything else Lightning says is kept. Idempotent."""
+    LIGHTNING_INFO.addFilter(_about_the_run)
     warnings.filterwarnings("ignore", message=".*LeafSpec.*is deprecated")
     # metric values are torchmetrics results, already reduced across ranks before logging
     warnings.filterwarnings("ignore", message=".*when logging on epoch level in distributed")
