@@ -29,7 +29,7 @@ from recsys_seq.tune.space import (
     parse_space,
 )
 from recsys_seq.tune.study import TuneOptions, fail_running, load_study, open_storage, work
-from recsys_seq.tune.tuner import check_space, train_overrides
+from recsys_seq.tune.tuner import check_space, make_sampler, train_overrides
 from tests.test_train import demo_dir  # noqa: F401 (fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -125,7 +125,20 @@ def options(tmp_path: Path, **values) -> TuneOptions:
 
 def open_study(tmp_path: Path, made_with: dict | None = None) -> optuna.Study:
     storage = open_storage(f"sqlite:///{tmp_path / 'study.db'}", options(tmp_path))
-    return load_study(storage, "s", optuna.samplers.RandomSampler(seed=0), made_with or {"a": 1})
+    study = load_study(storage, "s", made_with or {"a": 1})
+    study.sampler = optuna.samplers.RandomSampler(seed=0)
+    return study
+
+
+def test_a_seeded_sampler_draws_new_values_when_a_study_resumes():
+    seeded = {"_target_": "optuna.samplers.RandomSampler", "seed": 7}
+
+    def first_draw(sampler) -> float:
+        return optuna.create_study(sampler=sampler).ask().suggest_float("x", 0.0, 1.0)
+
+    fresh = first_draw(make_sampler(seeded, 0))
+    assert first_draw(make_sampler(seeded, 0)) == fresh  # the seed still makes runs repeatable
+    assert first_draw(make_sampler(seeded, 3)) != fresh  # three trials in: other values
 
 
 def test_resuming_with_other_options_is_refused(tmp_path):

@@ -129,12 +129,7 @@ def _storage(url: str, options: TuneOptions) -> RDBStorage:
         )
 
 
-def load_study(
-    storage: RDBStorage,
-    name: str,
-    sampler: optuna.samplers.BaseSampler | None,
-    made_with: Mapping[str, Any],
-) -> optuna.Study:
+def load_study(storage: RDBStorage, name: str, made_with: Mapping[str, Any]) -> optuna.Study:
     """The study ``name``: created, or loaded when it exists and was made with the same
     options (a maximised study; ``made_with`` is stored with it).
 
@@ -144,7 +139,6 @@ def load_study(
     study = optuna.create_study(
         storage=storage,
         study_name=name,
-        sampler=sampler,
         direction="maximize",
         load_if_exists=True,
     )

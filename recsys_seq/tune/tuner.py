@@ -58,9 +58,13 @@ def check_space(space: dict[str, Param], overrides: Sequence[str]) -> None:
     trial_config([*overrides, *as_overrides(first)], Path(TRIALS))
 
 
-def _sampler(values: dict[str, Any] | None) -> optuna.samplers.BaseSampler | None:
+def make_sampler(values: dict[str, Any] | None, drawn: int) -> optuna.samplers.BaseSampler | None:
+    """``tune.sampler``; a seeded one is seeded with ``seed + drawn`` (the trials the study
+    already has), so a resumed study draws new values instead of its first ones again."""
     if not values:
         return None
+    if values.get("seed") is not None:
+        values = {**values, "seed": int(values["seed"]) + drawn}
     try:
         sampler = instantiate(values)
     except InstantiationException as error:
@@ -84,11 +88,12 @@ def tune(cfg: DictConfig, overrides: Sequence[str]) -> optuna.Study:
     metric = str(cfg.optimized_metric)
     base = train_overrides(overrides)
     check_space(space, base)
-    sampler = _sampler(options.sampler)
+    make_sampler(options.sampler, 0)  # a sampler that cannot be made fails before any folder
     sweep_dir = claim_sweep_folder(options.sweep_dir)
     url = storage_url(options, sweep_dir)
     made_with = {"overrides": sorted(base), "space": space_as_plain(space), "metric": metric}
-    study = load_study(open_storage(url, options), options.study_name, sampler, made_with)
+    study = load_study(open_storage(url, options), options.study_name, made_with)
+    study.sampler = make_sampler(options.sampler, len(study.trials)) or study.sampler
     if options.fail_running:
         for number in fail_running(study, options.max_retry):
             print(f"trial {number}  marked failed (tune.fail_running=true); run again")
