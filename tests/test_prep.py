@@ -365,9 +365,10 @@ def test_cli_missing_column_and_success(tmp_path):
 
 
 def test_conf_formats_load():
+    from data_prep.conf import CONF_DIR
     from data_prep.formats import READERS, load_format
 
-    names = sorted(p.stem for p in (REPO / "conf" / "format").glob("*.yaml"))
+    names = sorted(p.stem for p in (CONF_DIR / "format").glob("*.yaml"))
     assert {"csv", "tsv", "movielens_dat", "sasrec_txt", "s3rec_txt", "taobao"} <= set(names)
     for name in names:
         fmt = load_format(name)

@@ -87,8 +87,7 @@ def test_a_broken_mlflow_metric_file_skips_the_run(tmp_path, monkeypatch, capsys
 
 
 def test_tensorboard_curve_with_the_tensorboard_reader(tmp_path):
-    pytest.importorskip("tensorboard")
-    from torch.utils.tensorboard import SummaryWriter
+    from torch.utils.tensorboard import SummaryWriter  # tensorboard: a dev dependency
 
     run = write_run(tmp_path / "0", ["model=gru", "logger=tensorboard"], curve=None)
     writer = SummaryWriter(run / "tensorboard")  # what Lightning's TensorBoardLogger uses

@@ -144,6 +144,7 @@ def test_eval_refuses_another_item_vocabulary(tmp_path, demo_dir):
     objects["trainer"].save_checkpoint(ckpt)
     payload = torch.load(ckpt, weights_only=True)
     payload["recsys_seq"]["model"]["item_fingerprint"] = "0" * 64
+    payload["recsys_seq"]["catalogue"] = None  # (its catalogue would no longer match either)
     torch.save(payload, ckpt)
     eval_cfg = compose_config("eval", tmp_path / "eval", [f"ckpt_path={ckpt}"])
     with pytest.raises(VocabularyMismatch, match="fingerprint"):

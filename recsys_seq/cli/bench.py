@@ -45,7 +45,13 @@ def _prep():
     return run_prep_benchmark
 
 
-TASKS = {"padding": _padding, "throughput": _throughput, "prep": _prep}
+def _loss():
+    from recsys_seq.bench.loss import run
+
+    return run
+
+
+TASKS = {"padding": _padding, "throughput": _throughput, "prep": _prep, "loss": _loss}
 """Task name -> the function it runs (imported on demand: each pulls in different libraries)."""
 
 
