@@ -3,6 +3,7 @@
     recsys-bench task=padding output=outputs/bench/padding.json datasets=[s3rec_beauty,ml_1m]
     recsys-bench task=throughput dataset=bert4rec_beauty device=cuda
     recsys-bench task=prep output=outputs/bench/prep.json
+    recsys-bench task=loss output=outputs/bench/loss.json threads=1
 
 A Hydra app like the other commands, composed from ``recsys_seq/conf/bench.yaml``, which names
 every task's options (null: the task's default) and writes nothing of Hydra's. Each task is a
