@@ -54,9 +54,14 @@ def _parallel(study: optuna.Study, metric: str) -> Axes:
 
 
 def _importances(study: optuna.Study, metric: str) -> Axes:
-    return optuna_plots.plot_param_importances(
+    """Optuna's importances without its one-entry legend (the study's one metric), which sat
+    over the smallest bars."""
+    axes = optuna_plots.plot_param_importances(
         study, evaluator=PedAnovaImportanceEvaluator(), target_name=metric
     )
+    if axes.get_legend() is not None:
+        axes.get_legend().remove()
+    return axes
 
 
 def save_plots(study: optuna.Study, folder: Path, metric: str) -> list[Path]:
