@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from data_prep.demo import prepare_demo
+from recsys_seq.cli.bench import TASKS
 from recsys_seq.cli.report import Run, _distinct_dataset_names
 from tests.test_cli_hostile import FAST as SHORT
 
@@ -81,7 +82,7 @@ def test_trainer_options_lightning_refuses_are_option_errors(tmp_path, prepared,
         (["task=throughput", "precisions=fp8"], "Unknown precision(s) fp8"),
         (["task=padding", "nonsense=1"], "Could not override 'nonsense'"),
         (["task=padding", "+nonsense=1"], "Unknown option(s) nonsense"),
-        (["task=nosuch"], "task must be one of padding, throughput, prep, not 'nosuch'"),
+        (["task=nosuch"], f"task must be one of {', '.join(TASKS)}, not 'nosuch'"),
         ([], "usage: recsys-bench task=<name>"),
     ],
 )
