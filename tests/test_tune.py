@@ -130,6 +130,12 @@ def open_study(tmp_path: Path, made_with: dict | None = None) -> optuna.Study:
     return study
 
 
+@pytest.mark.parametrize("target", ["os.system", "builtins.eval", "optuna.study.Study", ""])
+def test_only_an_optuna_sampler_class_is_ever_made(target):
+    with pytest.raises(OptionError, match="must name a class in optuna.samplers"):
+        make_sampler({"_target_": target, "seed": 1}, 0)
+
+
 def test_a_seeded_sampler_draws_new_values_when_a_study_resumes():
     seeded = {"_target_": "optuna.samplers.RandomSampler", "seed": 7}
 

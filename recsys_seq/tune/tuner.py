@@ -58,11 +58,17 @@ def check_space(space: dict[str, Param], overrides: Sequence[str]) -> None:
     trial_config([*overrides, *as_overrides(first)], Path(TRIALS))
 
 
+SAMPLERS = "optuna.samplers."
+
+
 def make_sampler(values: dict[str, Any] | None, drawn: int) -> optuna.samplers.BaseSampler | None:
     """``tune.sampler``; a seeded one is seeded with ``seed + drawn`` (the trials the study
     already has), so a resumed study draws new values instead of its first ones again."""
     if not values:
         return None
+    target = str(values.get("_target_", ""))
+    if not target.startswith(SAMPLERS):  # nothing else is imported or called by name
+        raise OptionError(f"tune.sampler._target_ must name a class in {SAMPLERS}, got {target!r}.")
     if values.get("seed") is not None:
         values = {**values, "seed": int(values["seed"]) + drawn}
     try:
