@@ -28,6 +28,7 @@ import numpy as np
 import polars as pl
 import torch
 
+from data_prep import schema
 from data_prep.errors import UserError
 from recsys_seq import checkpoint
 from recsys_seq.data.batch import JaggedWindows, PaddedBatchCollator
@@ -35,6 +36,7 @@ from recsys_seq.data.catalogue import Catalogue
 from recsys_seq.data.dataset import jagged_positions
 from recsys_seq.data.facts import DataFacts
 from recsys_seq.models import NextItemTask
+from recsys_seq.serving import long_frame
 
 UnknownPolicy = Literal["skip", "popular", "error"]
 UNKNOWN_POLICIES: tuple[str, ...] = UnknownPolicy.__args__
@@ -232,17 +234,14 @@ class Recommender:
         batch = {name: t.to(self.device) for name, t in self._collate(windows).items()}
         self.task.predict_k, self.task.exclude_history = k, exclude_history
         top = self.task.predict_step(batch, 0)
-        scores = top["scores"].float().cpu()
-        n, width = scores.shape
-        return pl.DataFrame(
-            {
-                "query": np.repeat(chosen, width),
-                "rank": np.tile(np.arange(1, width + 1, dtype=np.int64), n),
-                "item": top["items"].cpu().reshape(-1).numpy(),
-                "score": scores.reshape(-1).numpy().astype(np.float64),
-                "source": "model",
-            }
-        ).filter(pl.col("score").is_finite())
+        frame = long_frame(top["user"].cpu(), top["items"].cpu(), top["scores"].cpu())
+        return frame.select(
+            pl.col(schema.USER).cast(pl.Int64).alias("query"),
+            pl.col("rank").cast(pl.Int64),
+            pl.col(schema.ITEM).cast(pl.Int64).alias("item"),
+            pl.col("score").cast(pl.Float64),
+            source=pl.lit("model"),
+        )
 
     def _popular(self, queries: np.ndarray, k: int) -> pl.DataFrame:
         """The catalogue's ``k`` most popular items for each query."""

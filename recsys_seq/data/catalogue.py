@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -105,14 +106,18 @@ class Catalogue:
             {name: _item_vector(v, num_items, name) for name, v in features.items()},
         )
 
+    @cached_property
+    def _lookup(self) -> pl.DataFrame:
+        """``id`` (canonical text) -> ``index``, built once: every request joins against it."""
+        return pl.DataFrame(
+            {"id": canonical_series(self.original_ids), "index": np.arange(1, self.num_items + 1)}
+        )
+
     def indices(self, ids: pl.Series) -> np.ndarray:
         """Item indices of original ``ids`` (any id type; the id policy of
         :mod:`data_prep.ids` applies, so ``" 014"`` finds item ``14``); 0 where unknown."""
-        known = pl.DataFrame(
-            {"id": canonical_series(self.original_ids), "index": np.arange(1, self.num_items + 1)}
-        )
         asked = pl.DataFrame({"id": canonical_series(ids.rename("id"))})
-        found = asked.join(known, on="id", how="left", maintain_order="left")
+        found = asked.join(self._lookup, on="id", how="left", maintain_order="left")
         return found["index"].fill_null(0).to_numpy().astype(np.int64)
 
     def most_popular(self, k: int) -> np.ndarray:
