@@ -2,6 +2,8 @@
 
 import numpy as np
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from recsys_seq.data import IGNORE_INDEX, PaddedBatchCollator, Stage, WindowDataset
 from tests.helpers import sequences
@@ -67,3 +69,33 @@ def test_users_without_training_pairs_are_left_out_of_training():
     assert train.users.tolist() == [1]
     assert len(WindowDataset(data, Stage.TEST, 10)) == 2
     np.testing.assert_array_equal(WindowDataset(data, Stage.VAL, 10).lengths, [1, 2])
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    lengths=st.lists(st.integers(0, 23), min_size=1, max_size=8),
+    max_len=st.integers(1, 7),
+)
+def test_all_training_windows_make_every_training_event_a_target_exactly_once(lengths, max_len):
+    """``train_windows=all`` cuts each training history from its end into windows of at
+    most max_len targets: together they hold every (previous event, event) pair of the
+    training history once, in order; ``last`` keeps the most recent window alone."""
+    histories = [list(range(100 * u + 1, 100 * u + 1 + n)) for u, n in enumerate(lengths)]
+    data = sequences(histories, num_items=1000)
+    every = WindowDataset(data, Stage.TRAIN, max_len, train_windows="all")
+    last = WindowDataset(data, Stage.TRAIN, max_len, train_windows="last")
+    assert (every.lengths >= 1).all() and (every.lengths <= max_len).all()
+    for user, history in enumerate(histories):
+        train = history[: max(len(history) - 2, 0)]
+        rows = np.flatnonzero(every.users == user)
+        pairs = []
+        for row in rows[::-1]:  # earliest window first
+            window = every.__getitems__([row])
+            pairs += list(zip(window.items.tolist(), window.next_items.tolist(), strict=True))
+        assert pairs == list(zip(train, train[1:], strict=False))
+        full = every.lengths[rows[:-1]]  # all but the earliest window hold max_len targets
+        assert full.tolist() == [max_len] * (len(rows) - 1)
+        (mine,) = np.flatnonzero(last.users == user) if len(train) >= 2 else (None,)
+        if mine is not None:
+            window = last.__getitems__([mine])
+            assert window.next_items.tolist() == train[1:][-max_len:]

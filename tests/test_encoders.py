@@ -16,20 +16,31 @@ D = 16
 ATOL = 1e-5
 
 
-def default_encoder(name: str) -> nn.Module:
-    """``name`` with its options' defaults, D wide, in eval mode (no dropout)."""
+def encoder_with(name: str, **options) -> nn.Module:
+    """``name`` with its options' defaults but ``options``, D wide, in eval mode (no
+    dropout)."""
     torch.manual_seed(0)
-    return ENCODERS.build(ENCODERS.options(name)(), d_model=D).eval()
+    return ENCODERS.build(ENCODERS.options(name)(**options), d_model=D).eval()
 
 
-@pytest.mark.parametrize("name", ENCODERS.names())
-def test_every_encoder_is_padding_safe_and_causal(name):
+VARIANTS = [(name, {}) for name in ENCODERS.names()] + [
+    ("self_attention", {"norm": "post"}),
+    ("self_attention", {"positions": "from_end"}),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "options"),
+    VARIANTS,
+    ids=[f"{n}{''.join(f'-{v}' for v in o.values())}" for n, o in VARIANTS],
+)
+def test_every_encoder_is_padding_safe_and_causal(name, options):
     """The contract of :class:`~recsys_seq.models.encoders.SequenceEncoder`: a real
     position's state depends neither on extra right padding nor on batch mates, PAD states are
     exactly 0, and the state at t depends on events 0..t only.
 
     PAD slots of ``x`` hold garbage, not zeros: an encoder must not read them."""
-    encoder = default_encoder(name)
+    encoder = encoder_with(name, **options)
     g = torch.Generator().manual_seed(1)
     lengths = torch.tensor([5, 2, 7, 1])
     T, extra = int(lengths.max()), 4
@@ -143,3 +154,22 @@ def test_optimizer_takes_the_specs_learning_rate_and_decay():
     assert isinstance(optimizer, torch.optim.AdamW)
     assert all(group["lr"] == 0.01 for group in optimizer.param_groups)
     assert all(group["weight_decay"] == 0.0 for group in optimizer.param_groups)
+
+
+@pytest.mark.parametrize("norm", ["pre", "post"])
+def test_norm_placement_decides_whether_each_block_hands_on_a_normalised_stream(norm):
+    """``post`` normalises every residual sum, so a block's output has zero mean and unit
+    variance per position (LayerNorm's initial scale and shift); ``pre`` adds each branch's
+    output to the unnormalised stream."""
+    encoder = encoder_with("self_attention", norm=norm)
+    outputs = []
+    encoder.blocks[0].register_forward_hook(lambda module, args, out: outputs.append(out))
+    lengths = torch.tensor([6, 3])
+    x = 3 * torch.randn(2, 6, D, generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        encoder(x, padding_mask(lengths, 6), lengths)
+    real = outputs[0][padding_mask(lengths, 6)]  # (R, D)
+    normalised = torch.allclose(
+        real.mean(-1), torch.zeros(len(real)), atol=1e-4
+    ) and torch.allclose(real.var(-1, unbiased=False), torch.ones(len(real)), atol=1e-3)
+    assert normalised == (norm == "post")

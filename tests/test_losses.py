@@ -46,10 +46,20 @@ def inputs(seed=0):
         FullSoftmaxLoss(),
         SampledSoftmaxLoss(8, "uniform", item_counts=COUNTS),
         SampledSoftmaxLoss(8, "popularity", item_counts=COUNTS),
+        SampledSoftmaxLoss(0, in_batch=True, item_counts=COUNTS),
+        SampledSoftmaxLoss(8, "uniform", in_batch=True, item_counts=COUNTS),
         BinaryCrossEntropyLoss(2, item_counts=COUNTS),
         CandidateBCELoss(N, num_negatives=4, cuts_per_window=3),
     ],
-    ids=["full", "sampled_uniform", "sampled_popularity", "bce", "candidate_bce"],
+    ids=[
+        "full",
+        "sampled_uniform",
+        "sampled_popularity",
+        "in_batch",
+        "mixed",
+        "bce",
+        "candidate_bce",
+    ],
 )
 def test_pad_positions_do_not_change_the_loss(loss):
     states, batch, model = inputs()
@@ -149,3 +159,70 @@ def test_negative_sampling_requires_item_counts(loss):
     states, batch, model = inputs()
     with pytest.raises(RuntimeError, match="item counts"):
         loss(states, batch, model)
+
+
+def reference_pool_loss(states, batch, model, drawn, expected_count, in_batch=True):
+    """The pooled softmax written out position by position: the target against the drawn
+    items and (``in_batch``) the real positions' targets, every item different from the
+    target, each logit minus log(its expected count in the pool)."""
+    targets = batch["targets"]
+    real = targets != IGNORE_INDEX
+    others = targets[real] if in_batch else torch.empty(0, dtype=torch.long)
+    log_q = torch.log(torch.as_tensor(expected_count, dtype=torch.float32))
+    losses = []
+    for b, t in torch.nonzero(real).tolist():
+        target = targets[b, t]
+        pool = torch.cat([drawn, others])
+        pool = pool[pool != target]
+        scores = model.item_table[torch.cat([target[None], pool])] @ states[b, t]
+        logits = scores - log_q[torch.cat([target[None], pool])]
+        losses.append(-F.log_softmax(logits, 0)[0])
+    return torch.stack(losses).mean()
+
+
+@pytest.mark.parametrize("num_negatives", [0, 6], ids=["in_batch", "mixed"])
+def test_in_batch_and_mixed_negatives_are_the_pooled_softmax_with_mixture_log_q(num_negatives):
+    states, batch, model = inputs()
+    loss = SampledSoftmaxLoss(num_negatives, "uniform", in_batch=True, item_counts=COUNTS)
+    torch.manual_seed(4)
+    value = loss(states, batch, model)
+    torch.manual_seed(4)
+    drawn = loss.draw((num_negatives,)) if num_negatives else torch.empty(0, dtype=torch.long)
+    real = int((batch["targets"] != IGNORE_INDEX).sum())
+    uniform = np.r_[0, np.full(N, 1 / N)]
+    popularity = COUNTS / COUNTS.sum()
+    expected = num_negatives * uniform + real * popularity  # times each item is in the pool
+    expected[0] = 1.0  # PAD: never a target, never in the pool
+    reference = reference_pool_loss(states, batch, model, drawn, expected)
+    assert torch.allclose(value, reference, atol=1e-5)
+
+
+def test_drawn_negatives_follow_the_same_pooled_definition():
+    states, batch, model = inputs()
+    loss = SampledSoftmaxLoss(7, "popularity", item_counts=COUNTS)
+    torch.manual_seed(5)
+    value = loss(states, batch, model)
+    torch.manual_seed(5)
+    drawn = loss.draw((7,))
+    expected = np.maximum(7 * COUNTS / COUNTS.sum(), 1e-30)
+    reference = reference_pool_loss(states, batch, model, drawn, expected, in_batch=False)
+    assert torch.allclose(value, reference, atol=1e-5)
+
+
+def test_in_batch_negatives_train_their_gradient_into_the_other_targets_only():
+    """A position's loss pushes down the batch's other targets, never an item outside the
+    pool, and PAD positions give no gradient to anything."""
+    states, batch, model = inputs()
+    states.requires_grad_(True)
+    loss = SampledSoftmaxLoss(0, in_batch=True, item_counts=COUNTS)
+    loss(states, batch, model).backward()
+    grad = model.embedder.items.weight.grad
+    in_pool = torch.zeros(N + 1, dtype=torch.bool)
+    in_pool[batch["targets"][batch["mask"]]] = True
+    assert (grad[~in_pool] == 0).all() and (grad[in_pool].abs().sum(1) > 0).all()
+    assert (states.grad[~batch["mask"]] == 0).all()
+
+
+def test_a_pool_with_no_negatives_is_refused():
+    with pytest.raises(ValueError, match="num_negatives >= 1 or in_batch"):
+        SampledSoftmaxLoss(0, in_batch=False, item_counts=COUNTS)

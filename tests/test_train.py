@@ -70,8 +70,20 @@ def short_checkpoint(run_dir: Path, data_dir: Path, *overrides: str) -> Path:
         ["loss@model.loss=sampled_softmax", "model.loss.distribution=popularity"],
         ["loss@model.loss=bce", "data.max_tokens=2048"],
         ["trainer.precision=bf16-mixed"],
+        ["loss@model.loss=in_batch", "data.train_windows=last"],
+        ["loss@model.loss=mixed", "+model.scheduler={name: warmup_cosine}"],
+        ["model.encoder.norm=post", "model.encoder.positions=from_end"],
     ],
-    ids=["sasrec", "gru_side_features", "sampled_softmax", "bce_token_budget", "bf16"],
+    ids=[
+        "sasrec",
+        "gru_side_features",
+        "sampled_softmax",
+        "bce_token_budget",
+        "bf16",
+        "in_batch_last_windows",
+        "mixed_warmup_cosine",
+        "post_norm_from_end",
+    ],
 )
 def test_fast_dev_run(tmp_path, demo_dir, overrides):
     cfg = train_config(tmp_path, demo_dir, "debug=fast", "data.sampled_negatives=100", *overrides)

@@ -36,6 +36,9 @@ class SequenceDataModule(L.LightningDataModule):
             prepared on first use into ``cache_dir/<source>`` (:func:`prepare_source`).
         cache_dir: where sources are prepared.
         max_len: longest input window; older events are dropped.
+        train_windows: ``all`` trains on a user's whole training history, cut into
+            consecutive windows of ``max_len`` targets; ``last`` on its last window only (the
+            original SASRec), which leaves most events of long histories unused.
         batch_size: sequences per training batch (unless ``max_tokens`` is set).
         max_tokens: token budget per training batch (``longest x batch size``).
         eval_batch_size: sequences per validation/test batch.
@@ -59,6 +62,7 @@ class SequenceDataModule(L.LightningDataModule):
         self,
         path: str | Path | None = None,
         max_len: int = 50,
+        train_windows: str = "all",
         batch_size: int = 128,
         max_tokens: int | None = None,
         eval_batch_size: int = 256,
@@ -82,6 +86,7 @@ class SequenceDataModule(L.LightningDataModule):
         self.source = None if path is not None else check_source(source)
         self.path = Path(os.path.abspath(path if path is not None else Path(cache_dir) / source))
         self.max_len = max_len
+        self.train_windows = train_windows
         self.batch_size = batch_size
         self.max_tokens = max_tokens
         self.eval_batch_size = eval_batch_size
@@ -162,7 +167,14 @@ class SequenceDataModule(L.LightningDataModule):
         self.served_users = users
 
     def dataset(self, stage: Stage | str) -> WindowDataset:
-        return WindowDataset(self.data, stage, self.max_len, **self.negatives, **self.evaluation)
+        return WindowDataset(
+            self.data,
+            stage,
+            self.max_len,
+            train_windows=self.train_windows,
+            **self.negatives,
+            **self.evaluation,
+        )
 
     def dataloader(
         self,

@@ -4,8 +4,10 @@ The whole dataset lives in one flat item array plus per-user offsets (the jagged
 batch is gathered with a handful of vectorised index operations, never a loop over users.
 A *window* is the slice of a user's history a model reads for one stage:
 
-* train: ``items[:val_index]``, the last ``max_len + 1`` of them; inputs are all but the last,
-  targets are the same slice shifted by one (next-item prediction at every position).
+* train: ``items[:val_index]`` cut from its end into consecutive windows of ``max_len``
+  targets (``train_windows="all"``; the first may be shorter), or only the last of them
+  (``"last"``); inputs are a window's events, targets the same slice shifted by one
+  (next-item prediction at every position). Every training event is a target exactly once.
 * val: input ``items[:val_index][-max_len:]``, target ``items[val_index]``.
 * test: input ``items[:test_index][-max_len:]``, target ``items[test_index]``.
 * serve: input the whole known history's last ``max_len`` events, no target; the batch also
@@ -122,6 +124,7 @@ class WindowDataset(Dataset):
         data: the loaded prepared dataset.
         stage: which windows to expose.
         max_len: the longest input window a model reads (most recent events are kept).
+        train_windows: train only: ``all`` windows of the training history, or the ``last``.
         sampled_negatives: evaluation only: this many fixed negatives per user (drawn outside
             the user's history) for sampled-candidate metrics; 0 for none.
         negatives_from: ``uniform`` or ``popularity`` (training counts) sampling.
@@ -138,6 +141,7 @@ class WindowDataset(Dataset):
         data: PreparedSequences,
         stage: Stage | str,
         max_len: int,
+        train_windows: str = "all",
         sampled_negatives: int = 0,
         negatives_from: str = "uniform",
         negatives_seed: int = 0,
@@ -146,26 +150,33 @@ class WindowDataset(Dataset):
     ) -> None:
         if max_len < 1:
             raise ValueError(f"max_len must be >= 1, got {max_len}")
+        if train_windows not in ("all", "last"):
+            raise ValueError(f"train_windows must be all or last, got {train_windows!r}")
         self.data = data
         self.stage = Stage(stage)
         self.max_len = max_len
         user_start = data.offsets[:-1]
+        users = data.users
         if self.stage is Stage.TRAIN:
-            end = data.train_end  # a window needs one input and one next item
-            keep = end >= 2
-            self.lengths = np.minimum(end - 1, max_len)[keep]
-            self.starts = (user_start + end - 1)[keep] - self.lengths
-        elif self.stage is Stage.SERVE:
-            end = np.diff(data.offsets)  # the whole known history, all users
-            keep = end >= 1
-            self.lengths = np.minimum(end, max_len)[keep]
-            self.starts = (user_start + end)[keep] - self.lengths
+            targets = np.maximum(data.train_end - 1, 0)  # events 1..end-1 are targets
+            windows = -(-targets // max_len) if train_windows == "all" else np.minimum(targets, 1)
+            rows = np.repeat(np.arange(len(users)), windows)  # (W,) one per window
+            back = jagged_positions(np.zeros_like(windows), windows)  # 0 = the last window
+            last_target = (user_start + targets)[rows] - back * max_len  # absolute index
+            first_target = np.maximum(last_target - max_len, user_start[rows]) + 1
+            self.lengths = last_target - first_target + 1
+            self.starts = first_target - 1  # the input of target t is event t - 1
+            users = users[rows]
         else:
-            end = data.val_index if self.stage is Stage.VAL else data.test_index
+            if self.stage is Stage.SERVE:
+                end = np.diff(data.offsets)  # the whole known history, all users
+            else:
+                end = data.val_index if self.stage is Stage.VAL else data.test_index
             keep = end >= 1
             self.lengths = np.minimum(end, max_len)[keep]
             self.starts = (user_start + end)[keep] - self.lengths
-        self.users = data.users[keep]
+            users = users[keep]
+        self.users = users
         self.negatives = None
         evaluation = self.stage in (Stage.VAL, Stage.TEST)
         if sampled_negatives and evaluation:

@@ -10,9 +10,11 @@ dot-product scorer (they score with the item table directly):
 
 * ``full_softmax``: cross-entropy over all items (the default; best quality), in blocks of
   items so that the ``(B, T, N + 1)`` logits are never held.
-* ``sampled_softmax``: cross-entropy over the target and ``num_negatives`` items shared by the
-  batch, drawn uniformly or by training popularity, with the log-Q correction (subtract
-  ``log q(item)`` from every logit) so the estimate is not biased towards rare items.
+* ``sampled_softmax``: cross-entropy over the target and a pool of negatives shared by the
+  batch: ``num_negatives`` items drawn uniformly or by training popularity, the batch's own
+  targets (``in_batch``), or both (mixed), with the log-Q correction (subtract the log of
+  each item's expected count in the pool from its logit) so the estimate is not biased
+  towards rare items.
 * ``bce``: the original SASRec objective, the target against ``num_negatives`` uniformly drawn
   items per position.
 
@@ -36,7 +38,7 @@ from recsys_seq.data.negatives import DISTRIBUTIONS, Distribution
 from recsys_seq.models.chunked_ce import chunked_cross_entropy
 from recsys_seq.models.components import Components
 from recsys_seq.models.scorers import with_pad_at_minimum
-from recsys_seq.options import option
+from recsys_seq.options import OptionError, option
 
 LOSSES = Components("loss")
 
@@ -90,6 +92,18 @@ class FullSoftmaxLoss(nn.Module):
         return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE_INDEX)
 
 
+def _probabilities(item_counts: np.ndarray | None, distribution: Distribution) -> torch.Tensor:
+    """``(N + 1,)`` probabilities over items 1..N (PAD 0): uniform, or by training counts;
+    empty without counts (a model rebuilt for evaluation only)."""
+    if item_counts is None:
+        return torch.empty(0)
+    probs = torch.as_tensor(np.asarray(item_counts), dtype=torch.float32)
+    if distribution == "uniform":
+        probs = torch.ones_like(probs)
+    probs[0] = 0
+    return probs / probs.sum()
+
+
 class _NegativeSampling(nn.Module):
     """Draws negative items 1..N uniformly or by training popularity, on the model's device.
 
@@ -106,57 +120,93 @@ class _NegativeSampling(nn.Module):
         super().__init__()
         if distribution not in DISTRIBUTIONS:
             raise ValueError(f"distribution must be one of {DISTRIBUTIONS}, got {distribution!r}")
-        if num_negatives < 1:
-            raise ValueError(f"num_negatives must be >= 1, got {num_negatives}")
+        if num_negatives < 0:
+            raise ValueError(f"num_negatives must be >= 0, got {num_negatives}")
         self.num_negatives = num_negatives
-        probs = torch.empty(0)
-        if item_counts is not None:
-            probs = torch.as_tensor(np.asarray(item_counts), dtype=torch.float32)
-            if distribution == "uniform":
-                probs = torch.ones_like(probs)
-            probs[0] = 0
-            probs = probs / probs.sum()
-        self.register_buffer("probs", probs, persistent=False)
+        self.register_buffer("probs", _probabilities(item_counts, distribution), persistent=False)
 
-    def draw(self, shape: tuple[int, ...]) -> torch.Tensor:
+    def _check_counts(self) -> None:
         if self.probs.numel() == 0:
             raise RuntimeError("this loss was built without the training item counts")
+
+    def draw(self, shape: tuple[int, ...]) -> torch.Tensor:
+        self._check_counts()
         flat = torch.multinomial(self.probs, int(np.prod(shape)), replacement=True)
         return flat.view(shape)
 
 
 @dataclass(frozen=True)
 class SampledSoftmaxOptions:
+    """``model.loss`` for :class:`SampledSoftmaxLoss`: ``num_negatives`` drawn items, the
+    batch's own targets (``in_batch``), or both (mixed negatives)."""
+
     name: Literal["sampled_softmax"] = "sampled_softmax"
-    num_negatives: int = option(256, min=1)
+    num_negatives: int = option(256, min=0)
     distribution: Distribution = "uniform"
+    in_batch: bool = False
     scorers: ClassVar[tuple[str, ...]] = ("dot_product",)
+
+    def check(self, where: str) -> None:
+        if self.num_negatives == 0 and not self.in_batch:
+            raise OptionError(
+                f"{where}: sampled_softmax needs negatives: num_negatives >= 1, or "
+                "in_batch=true (the batch's other targets)."
+            )
 
 
 @LOSSES.register(SampledSoftmaxOptions)
 class SampledSoftmaxLoss(_NegativeSampling):
+    """Cross-entropy over each position's target and a pool of negatives shared by the batch.
+
+    The pool holds ``num_negatives`` items drawn by ``distribution`` and, with ``in_batch``,
+    the targets of every real position of the batch (in-batch negatives: free, and as
+    frequent as items are popular, so the hard head of the catalogue is always there). Both
+    together are mixed negatives (Yang et al., WWW 2020). Every logit, the target's included,
+    is corrected by ``log E[times the item is in the pool]`` = ``log(K q_draw(i) + R
+    q_pop(i))`` with R the batch's real positions (log-Q; Yi et al., RecSys 2019), so the loss
+    estimates the full softmax instead of favouring rare items. A pool entry equal to the
+    position's target (its own, or an accidental hit) and the entries of PAD positions are
+    left out. Memory: ``(B * T) x (K + B * T)`` logits with ``in_batch``.
+    """
+
     def __init__(
         self,
         num_negatives: int = 256,
         distribution: Distribution = "uniform",
+        in_batch: bool = False,
         item_counts: np.ndarray | None = None,
     ) -> None:
         super().__init__(num_negatives, distribution, item_counts)
+        if num_negatives == 0 and not in_batch:
+            raise ValueError("sampled_softmax needs num_negatives >= 1 or in_batch")
+        self.in_batch = in_batch
+        popularity = _probabilities(item_counts, "popularity") if in_batch else torch.empty(0)
+        self.register_buffer("popularity", popularity, persistent=False)
 
     def forward(self, states: torch.Tensor, batch: dict, model: nn.Module) -> torch.Tensor:
+        self._check_counts()
         targets, items = batch["targets"], model.item_table
-        negatives = self.draw((self.num_negatives,))  # (K,) shared by the batch
-        safe_targets = targets.clamp(min=0)  # IGNORE -> PAD; weighted out below
-        positive = (states * items[safe_targets]).sum(-1)  # (B, T)
-        negative = states @ items[negatives].T  # (B, T, K)
-        log_q = self.probs.clamp(min=torch.finfo(self.probs.dtype).tiny).log()
-        positive = positive - log_q[safe_targets]
-        negative = negative - log_q[negatives]
-        hit = negatives == safe_targets[..., None]  # (B, T, K) an accidental positive
-        negative = negative.masked_fill(hit, torch.finfo(negative.dtype).min)
-        logits = torch.cat([positive[..., None], negative], dim=-1)  # (B, T, 1 + K)
-        per_position = -F.log_softmax(logits, dim=-1)[..., 0]
-        return _mean_over_real(per_position, targets)
+        flat_states = states.flatten(0, 1)  # (R, D), R = B * T
+        real = (targets != IGNORE_INDEX).flatten()  # (R,)
+        flat_targets = targets.flatten().clamp(min=0)  # IGNORE -> PAD; weighted out below
+        expected = self.num_negatives * self.probs  # (N + 1,) expected times in the pool
+        pool, usable = [], []
+        if self.num_negatives:
+            pool.append(self.draw((self.num_negatives,)))
+            usable.append(torch.ones_like(pool[-1], dtype=torch.bool))
+        if self.in_batch:
+            pool.append(flat_targets)
+            usable.append(real)
+            expected = expected + real.sum() * self.popularity
+        pool, usable = torch.cat(pool), torch.cat(usable)  # (M,)
+        log_q = expected.clamp(min=torch.finfo(expected.dtype).tiny).log()
+        positive = (flat_states * items[flat_targets]).sum(-1) - log_q[flat_targets]  # (R,)
+        negative = flat_states @ items[pool].T - log_q[pool]  # (R, M)
+        left_out = (pool[None] == flat_targets[:, None]) | ~usable[None]  # (R, M)
+        negative = negative.masked_fill(left_out, torch.finfo(negative.dtype).min)
+        logits = torch.cat([positive[:, None], negative], dim=1)  # (R, 1 + M)
+        per_position = -F.log_softmax(logits, dim=-1)[:, 0]
+        return _mean_over_real(per_position.view_as(targets), targets)
 
 
 @dataclass(frozen=True)

@@ -33,12 +33,26 @@ class OptimizerOptions:
 
 
 @dataclass(frozen=True)
-class SchedulerOptions:
+class PlateauOptions:
     """Reduce the learning rate when ``optimized_metric`` stops improving."""
 
     name: Literal["reduce_on_plateau"] = "reduce_on_plateau"
     factor: float = option(0.5, min=0.0, below=1.0)
     patience: int = option(2, min=0)
+
+
+@dataclass(frozen=True)
+class WarmupCosineOptions:
+    """Raise the learning rate linearly over the first ``warmup`` fraction of the run's
+    training steps, then decay it along a cosine to ``min_lr_ratio`` x lr at the last step
+    (``trainer.max_epochs`` sets the length; early stopping may end the run sooner)."""
+
+    name: Literal["warmup_cosine"] = "warmup_cosine"
+    warmup: float = option(0.05, min=0.0, below=1.0)
+    min_lr_ratio: float = option(0.0, min=0.0, max=1.0)
+
+
+SchedulerOptions = PlateauOptions | WarmupCosineOptions
 
 
 @dataclass(frozen=True)
@@ -104,6 +118,9 @@ def _check_parts(spec: ModelSpec, where: str) -> None:
     check = getattr(spec.encoder, "check", None)
     if check is not None:
         check(spec.embedding_dim, where)
+    check = getattr(spec.loss, "check", None)
+    if check is not None:
+        check(f"{where}.loss")
     if spec.scorer.name not in spec.loss.scorers:
         raise OptionError(
             f"{where}.loss {spec.loss.name} trains the {' or '.join(spec.loss.scorers)} scorer, "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -11,7 +12,13 @@ from torchmetrics import MaxMetric
 from recsys_seq.data.facts import DataFacts
 from recsys_seq.models.network import NextItemModel
 from recsys_seq.models.ranking import RankingModule, rankable_scores
-from recsys_seq.models.spec import RECORD_KEY, ModelSpec, checkpoint_record
+from recsys_seq.models.spec import (
+    RECORD_KEY,
+    ModelSpec,
+    WarmupCosineOptions,
+    checkpoint_record,
+)
+from recsys_seq.options import OptionError
 
 OPTIMIZERS = {"adamw": torch.optim.AdamW, "adam": torch.optim.Adam}
 
@@ -76,28 +83,59 @@ class NextItemTask(RankingModule):
         return {"user": batch["user"], "items": items, "scores": values}
 
     def configure_optimizers(self) -> Any:
-        """The spec's optimiser, decaying weight matrices only, and its optional scheduler
-        on ``optimized_metric``."""
+        """The spec's optimiser, decaying weight matrices only, and its optional scheduler."""
         options = self.spec.optimizer
         optimizer = OPTIMIZERS[options.name](
             parameter_groups(self, options.weight_decay), lr=options.lr
         )
-        if self.spec.scheduler is None:
+        schedule = self.spec.scheduler
+        if schedule is None:
             return optimizer
-        scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(
-            optimizer,
-            mode="max",  # ranking metrics: higher is better
-            factor=self.spec.scheduler.factor,
-            patience=self.spec.scheduler.patience,
-        )
-        return {
-            "optimizer": optimizer,
-            "lr_scheduler": {"scheduler": scheduler, "monitor": self.spec.optimized_metric},
-        }
+        if schedule.name == "warmup_cosine":
+            scheduler = {
+                "scheduler": warmup_cosine(
+                    optimizer, schedule, self.trainer.estimated_stepping_batches
+                ),
+                "interval": "step",
+            }
+        else:
+            scheduler = {
+                "scheduler": torch.optim.lr_scheduler.ReduceLROnPlateau(
+                    optimizer,
+                    mode="max",  # ranking metrics: higher is better
+                    factor=schedule.factor,
+                    patience=schedule.patience,
+                ),
+                "monitor": self.spec.optimized_metric,
+            }
+        return {"optimizer": optimizer, "lr_scheduler": scheduler}
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         catalogue = None if self.catalogue is None else self.catalogue.record()
         checkpoint[RECORD_KEY] = checkpoint_record(self.spec, self.data_record, catalogue)
+
+
+def warmup_cosine(
+    optimizer: torch.optim.Optimizer, options: WarmupCosineOptions, total_steps: int | float
+) -> torch.optim.lr_scheduler.LRScheduler:
+    """Linear warm-up over ``options.warmup`` of ``total_steps``, then a cosine to
+    ``options.min_lr_ratio`` of each group's lr at the last step."""
+    if not math.isfinite(total_steps):
+        raise OptionError(
+            "model.scheduler warmup_cosine decays over the whole run: set trainer.max_epochs "
+            "or trainer.max_steps."
+        )
+    total = max(int(total_steps), 2)
+    warmup = max(int(options.warmup * total), 1)
+    floor = options.min_lr_ratio
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / (warmup + 1)
+        progress = min((step - warmup) / max(total - warmup, 1), 1.0)
+        return floor + (1 - floor) * (1 + math.cos(math.pi * progress)) / 2
+
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
 def parameter_groups(module: nn.Module, weight_decay: float) -> list[dict[str, Any]]:

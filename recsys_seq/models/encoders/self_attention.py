@@ -31,6 +31,7 @@ class SelfAttentionOptions:
     ffn_multiplier: int = option(4, min=1)
     dropout: float = option(0.2, min=0.0, below=1.0)
     positions: Literal["from_start", "from_end"] = "from_start"
+    norm: Literal["pre", "post"] = "pre"
 
     def check(self, d_model: int, where: str) -> None:
         """Refuse a width the heads cannot split, before any work."""
@@ -77,19 +78,25 @@ class FeedForward(nn.Module):
 
 
 class Block(nn.Module):
-    """Pre-norm transformer block."""
+    """Transformer block, normalising each branch's input (``pre``: stable at any depth and
+    learning rate) or each residual sum (``post``: the original Transformer and BERT)."""
 
-    def __init__(self, d_model: int, num_heads: int, ffn_hidden: int, dropout: float) -> None:
+    def __init__(
+        self, d_model: int, num_heads: int, ffn_hidden: int, dropout: float, norm_first: bool
+    ) -> None:
         super().__init__()
+        self.norm_first = norm_first
         self.ln_attn = nn.LayerNorm(d_model)
         self.attn = CausalSelfAttention(d_model, num_heads, dropout)
         self.ln_ffn = nn.LayerNorm(d_model)
         self.ffn = FeedForward(d_model, ffn_hidden, dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = x + self.attn(self.ln_attn(x))
-        x = x + self.ffn(self.ln_ffn(x))
-        return x
+        if self.norm_first:
+            x = x + self.attn(self.ln_attn(x))
+            return x + self.ffn(self.ln_ffn(x))
+        x = self.ln_attn(x + self.attn(x))
+        return self.ln_ffn(x + self.ffn(x))
 
 
 @ENCODERS.register(SelfAttentionOptions)
@@ -110,6 +117,8 @@ class SelfAttentionEncoder(nn.Module):
             position ``max_len - 1``, as the original SASRec's left padding does (positions
             then encode recency); ``from_start`` numbers them 0, 1, ... from the first event.
             Either way positions depend only on the window, never on the batch's padding.
+        norm: ``pre`` normalises the input of each attention and feed-forward branch (and the
+            last block's output); ``post`` normalises each residual sum.
     """
 
     def __init__(
@@ -121,10 +130,13 @@ class SelfAttentionEncoder(nn.Module):
         ffn_multiplier: int = 4,
         dropout: float = 0.2,
         positions: str = "from_start",
+        norm: str = "pre",
     ) -> None:
         super().__init__()
         if positions not in ("from_end", "from_start"):
             raise ValueError(f"positions must be from_end or from_start, got {positions!r}")
+        if norm not in ("pre", "post"):
+            raise ValueError(f"norm must be pre or post, got {norm!r}")
         self.max_len = max_len
         self.from_end = positions == "from_end"
         self.positions = nn.Embedding(max_len, d_model)
@@ -137,9 +149,11 @@ class SelfAttentionEncoder(nn.Module):
         self.input_scale = d_model**0.5
         self.dropout = nn.Dropout(dropout)
         self.blocks = nn.ModuleList(
-            Block(d_model, num_heads, ffn_multiplier * d_model, dropout) for _ in range(num_layers)
+            Block(d_model, num_heads, ffn_multiplier * d_model, dropout, norm == "pre")
+            for _ in range(num_layers)
         )
-        self.ln_out = nn.LayerNorm(d_model)
+        # pre-norm leaves the residual stream unnormalised; post-norm has just normalised it
+        self.ln_out = nn.LayerNorm(d_model) if norm == "pre" else nn.Identity()
 
     def no_weight_decay(self) -> set[str]:
         """The position table is a lookup, not a transformation: decaying it would pull
