@@ -2,6 +2,7 @@
 for reading checkpoints) is the value the composed config gives, so the two cannot drift."""
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 from omegaconf import OmegaConf
@@ -76,3 +77,18 @@ def test_every_registered_part_has_a_config_with_its_defaults(tmp_path):
         for name in registry.names():
             cfg = composed("train", tmp_path, "model=recommender", f"{kind}@model.{kind}={name}")
             assert not disagreements(registry.options(name), cfg["model"][kind]), (kind, name)
+
+
+def test_every_shared_dataset_has_a_data_config_and_every_data_config_a_source():
+    """``data=<name>`` works for every dataset of the shared folder, with the window
+    length its published results use."""
+    from recsys_seq.configs import CONF_DIR
+    from recsys_seq.data.shared import SHARED_DATASETS
+
+    folder = Path(CONF_DIR) / "data"
+    for dataset in SHARED_DATASETS:
+        composed = compose_config("train", Path("unused"), [f"data={dataset.name}"]).data
+        assert composed.source == dataset.name, dataset.name
+        assert composed.max_len == dataset.max_len, dataset.name
+    shipped = {p.stem for p in folder.glob("*.yaml")} - {"default", "shared", "demo"}
+    assert shipped == {d.name for d in SHARED_DATASETS}

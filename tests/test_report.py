@@ -100,13 +100,22 @@ def test_markdown_shows_each_runs_optimized_metric_and_its_best_value():
         }
     )
     header, _, first, second = (cells(line) for line in markdown(frame).splitlines())
-    assert header[4:10] == [
+    assert header[4:11] == [
         "test/ndcg@10",
         "test/hr@5",
         "test/hr@10",
         "optimized_metric",
         "best_val",
         "popularity/test/ndcg@10",
+        "test/ndcg@10 vs popularity",
     ]
-    assert first[4:10] == ["0.4000", "0.4500", "0.6000", "val/ndcg@10", "0.5000", "0.0100"]
-    assert second[4:10] == ["0.3000", "0.3500", "0.5000", "val/hr@5", "0.7000", "0.0100"]
+    assert first[4:11] == [
+        "0.4000",
+        "0.4500",
+        "0.6000",
+        "val/ndcg@10",
+        "0.5000",
+        "0.0100",
+        "40.00x",
+    ]
+    assert second[4:11] == ["0.3000", "0.3500", "0.5000", "val/hr@5", "0.7000", "0.0100", "30.00x"]

@@ -35,6 +35,7 @@ SHARED_DATASETS = (
     SharedDataset("sasrec_games", "sasrec/Video.txt", "sasrec_txt", 50),
     SharedDataset("bert4rec_beauty", "bert4rec/beauty.txt", "sasrec_txt", 50),
     SharedDataset("taobao", "taobao/UserBehavior_head_814users.csv", "taobao", 50),
+    SharedDataset("diginetica", "diginetica/sample_train-item-views.csv", "diginetica", 50),
     SharedDataset("ml_100k", "movielens-100k/u.data", "movielens_100k", 200),
     SharedDataset("ml_latest_small", "movielens-latest-small/ratings.csv", "movielens_csv", 200),
     SharedDataset("ml_1m", "movielens-1m/ratings_users0001-2999.dat.gz", "movielens_dat", 200),

@@ -46,9 +46,14 @@ def table(runs: Sequence[Run]) -> pl.DataFrame:
 def markdown(frame: pl.DataFrame) -> str:
     """The key columns of :func:`table` as a markdown pipe table: the test metrics the runs
     optimised (and HR at the same cut-off), each run's optimised metric and best validation
-    value, popularity's test values, and the training time."""
+    value, popularity's test values, the first test metric as a multiple of popularity's, and
+    the training time."""
     tests = key_metrics(frame["optimized_metric"].unique(maintain_order=True).to_list())
-    shown = [*tests, "optimized_metric", "best_val", *(f"popularity/{m}" for m in tests)]
+    lead, baseline = tests[0], f"popularity/{tests[0]}"
+    ratio = f"{lead} vs popularity"
+    if {lead, baseline} <= set(frame.columns):
+        frame = frame.with_columns((pl.col(lead) / pl.col(baseline)).alias(ratio))
+    shown = [*tests, "optimized_metric", "best_val", *(f"popularity/{m}" for m in tests), ratio]
     shown += [*TRAILING, "debug"]
     columns = ["run", "model", "dataset", "overrides"]
     columns += [c for c in shown if c in frame.columns and frame[c].null_count() < frame.height]
@@ -67,6 +72,8 @@ def _cell(column: str, value: object) -> str:
         return f"{value:.0f}"
     if column == "fit/seconds":
         return f"{value:,.1f}"
+    if column.endswith(" vs popularity"):
+        return f"{value:.2f}x"
     return f"{value:.4f}" if isinstance(value, float) else str(value)
 
 
