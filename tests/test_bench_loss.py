@@ -18,7 +18,7 @@ def test_a_tiny_run_measures_each_configuration_and_writes_the_rows(tmp_path, ca
         items=[40],
         rows=24,
         dim=8,
-        methods=["plain", "chunked"],
+        methods=["plain", "chunked", "in_batch", "mixed"],
         precisions=["bf16"],
         chunk_size=16,
         row_chunk_size=10,
@@ -27,17 +27,18 @@ def test_a_tiny_run_measures_each_configuration_and_writes_the_rows(tmp_path, ca
         threads=1,
         output=str(output),
     )
-    assert [(r["method"], r["precision"]) for r in rows] == [("plain", "bf16"), ("chunked", "bf16")]
+    assert [r["method"] for r in rows] == ["plain", "chunked", "in_batch", "mixed"]
     for row in rows:
         assert row["note"] == "" and row["step_s"] > 0 and row["peak_mb"] >= 0, row
-    plain, chunked = rows
+        assert row["precision"] == "bf16"
+    plain, chunked, *_ = rows
     assert chunked["time_vs_plain"] == pytest.approx(plain["step_s"] / chunked["step_s"])
     if chunked["peak_mb"] > 0:  # a tiny step may not grow the resident set by a page
         assert chunked["memory_vs_plain"] == pytest.approx(plain["peak_mb"] / chunked["peak_mb"])
     assert plain["time_vs_plain"] is None
     written = json.loads(output.read_text())
     assert written["benchmark"] == "loss" and written["rows"] == rows
-    assert "full-softmax loss step on cpu" in capsys.readouterr().out
+    assert "loss step on cpu" in capsys.readouterr().out
 
 
 def test_a_configuration_that_would_not_fit_is_a_row_with_its_estimate(tmp_path):
@@ -47,6 +48,7 @@ def test_a_configuration_that_would_not_fit_is_a_row_with_its_estimate(tmp_path)
     assert row["step_s"] is None and row["note"].startswith("skipped: needs ~")
     assert estimated_bytes("plain", 1_000_000, 6400, 64, 1024**2) > 25.6e9
     assert estimated_bytes("chunked", 1_000_000, 6400, 64, 1024**2) < 1e9
+    assert estimated_bytes("in_batch", 1_000_000, 6400, 64, 1024**2) < 2e9  # no (rows, N)
 
 
 def test_a_configuration_that_fails_is_a_row_with_the_error():

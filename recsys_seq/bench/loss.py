@@ -1,4 +1,4 @@
-"""The full-softmax loss step: dense logits against chunked, time and peak memory.
+"""The loss step at any catalogue size: dense logits against chunked, and the sampled pools.
 
 One forward and backward step of the full-catalogue cross-entropy on synthetic states
 ``(rows, dim)`` (``rows`` stands for ``batch x window``, e.g. 128 x 50) and a random item table
@@ -7,7 +7,11 @@ One forward and backward step of the full-catalogue cross-entropy on synthetic s
 * ``plain``: today's dense path, the ``(rows, items + 1)`` logits and ``F.cross_entropy``;
 * ``chunked``: :func:`~recsys_seq.models.chunked_ce.chunked_cross_entropy`, blocks of
   ``row_chunk_size x chunk_size`` logits;
-* ``compiled``: the plain path through ``torch.compile``.
+* ``compiled``: the plain path through ``torch.compile``;
+* ``in_batch``, ``mixed``: :class:`~recsys_seq.models.losses.SampledSoftmaxLoss` over the
+  step's own targets (plus ``MIXED_NEGATIVES`` uniform items for ``mixed``), with the log-Q
+  correction from Zipf-like training counts: the estimate of the full softmax whose cost
+  does not grow with the catalogue.
 
 Each configuration takes one warm-up step first (for ``compiled``, the compilation), reported
 as ``first_step_s`` and kept out of the figures.
@@ -35,6 +39,7 @@ import subprocess
 import sys
 import time
 from contextlib import nullcontext
+from types import SimpleNamespace
 
 import torch
 import torch.nn.functional as F
@@ -43,9 +48,12 @@ from data_prep.errors import UserError
 from recsys_seq.bench.report import check_names, print_rows, write_rows
 from recsys_seq.data.batch import IGNORE_INDEX
 from recsys_seq.models.chunked_ce import chunked_cross_entropy
+from recsys_seq.models.losses import SampledSoftmaxLoss
 from recsys_seq.models.scorers import with_pad_at_minimum
 
-METHODS = ("plain", "chunked", "compiled")
+METHODS = ("plain", "chunked", "compiled", "in_batch", "mixed")
+POOLED = {"in_batch": 0, "mixed": 256}  # drawn negatives of each pooled method
+MIXED_NEGATIVES = POOLED["mixed"]
 PRECISIONS = {"fp32": None, "bf16": torch.bfloat16}
 ITEMS = (12_000, 54_000, 1_000_000)
 DENSE_COPIES = 4  # (rows, N + 1) float32 blocks at the dense peak (measured: 2.9, fp32 and bf16)
@@ -57,6 +65,8 @@ def estimated_bytes(method: str, items: int, rows: int, dim: int, block: int) ->
     tables = 4 * (3 * (items + 1) * dim + 3 * rows * dim)
     if method == "chunked":
         return tables + 4 * 4 * block
+    if method in POOLED:
+        return tables + 4 * DENSE_COPIES * rows * (rows + POOLED[method])
     return tables + 4 * DENSE_COPIES * rows * (items + 1)
 
 
@@ -118,7 +128,7 @@ def run(
                 print(", ".join(f"{k}={v}" for k, v in figures.items()), config, flush=True)
     _compare_with_plain(rows_out)
     shown = [{k: "-" if v is None else v for k, v in row.items()} for row in rows_out]
-    print_rows(shown, title=f"full-softmax loss step on {_device_name(device)}")
+    print_rows(shown, title=f"loss step on {_device_name(device)}")
     if output:
         write_rows(rows_out, output, "loss")
     return rows_out
@@ -175,6 +185,18 @@ def _dense(hidden: torch.Tensor, items: torch.Tensor, targets: torch.Tensor) -> 
     return F.cross_entropy(logits, targets, ignore_index=IGNORE_INDEX)
 
 
+def _pooled(method: str, items: int, device: str):
+    """The sampled softmax over the step's targets (and uniform draws), as ``loss(h, w, t)``."""
+    counts = (1.0 / torch.arange(1, items + 2)).numpy()  # Zipf-like popularity, PAD's ignored
+    loss = SampledSoftmaxLoss(POOLED[method], "uniform", in_batch=True, item_counts=counts)
+    loss = loss.to(device)
+
+    def loss_fn(h: torch.Tensor, w: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        return loss(h[None], {"targets": t[None]}, SimpleNamespace(item_table=w))
+
+    return loss_fn
+
+
 def measure(config: dict) -> dict:
     """One configuration's figures, in this process (see :func:`_in_fresh_process`)."""
     if config["threads"]:
@@ -190,6 +212,8 @@ def measure(config: dict) -> dict:
         def loss_fn(h, w, t):
             return chunked_cross_entropy(h, w, t, config["chunk_size"], config["row_chunk_size"])
 
+    elif config["method"] in POOLED:
+        loss_fn = _pooled(config["method"], n, device)
     else:
         loss_fn = torch.compile(_dense) if config["method"] == "compiled" else _dense
     dtype = PRECISIONS[config["precision"]]
