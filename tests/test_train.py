@@ -71,7 +71,7 @@ def short_checkpoint(run_dir: Path, data_dir: Path, *overrides: str) -> Path:
         ["loss@model.loss=bce", "data.max_tokens=2048"],
         ["trainer.precision=bf16-mixed"],
         ["loss@model.loss=in_batch", "data.train_windows=last"],
-        ["loss@model.loss=mixed", "+model.scheduler={name: warmup_cosine}"],
+        ["loss@model.loss=mixed", "scheduler@model.scheduler=warmup_cosine"],
         ["model.encoder.norm=post", "model.encoder.positions=from_end"],
     ],
     ids=[

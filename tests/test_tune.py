@@ -88,11 +88,13 @@ def test_the_commands_own_overrides_are_not_the_trials():
 
 @pytest.mark.parametrize("name", SEARCHES)
 def test_every_search_space_names_options_its_model_has(name):
+    """``search/<model>[_<variant>].yaml`` searches the options of ``model=<model>``."""
+    model = name.partition("_")[0]
     with initialize_config_dir(configs.CONF_DIR, version_base="1.3"):
         from hydra import compose
 
-        cfg = compose("tune", overrides=[f"search={name}", f"model={name}"])
-        check_space(parse_space(configs.plain(cfg.search)["params"]), [f"model={name}"])
+        cfg = compose("tune", overrides=[f"search={name}", f"model={model}"])
+        check_space(parse_space(configs.plain(cfg.search)["params"]), [f"model={model}"])
 
 
 def test_a_parameter_recsys_train_lacks_fails_before_the_study():
