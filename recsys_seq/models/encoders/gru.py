@@ -19,7 +19,7 @@ class GRUOptions:
     name: Literal["gru"] = "gru"
     hidden_size: int = option(64, min=1)
     num_layers: int = option(1, min=1)
-    dropout: float = option(0.2, min=0.0, below=1.0)
+    dropout: float = option(0.5, min=0.0, below=1.0)
 
 
 @ENCODERS.register(GRUOptions)
@@ -41,7 +41,7 @@ class GRUEncoder(nn.Module):
     """
 
     def __init__(
-        self, d_model: int = 64, hidden_size: int = 64, num_layers: int = 1, dropout: float = 0.2
+        self, d_model: int = 64, hidden_size: int = 64, num_layers: int = 1, dropout: float = 0.5
     ) -> None:
         super().__init__()
         self.dropout = nn.Dropout(dropout)

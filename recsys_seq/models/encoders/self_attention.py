@@ -29,7 +29,7 @@ class SelfAttentionOptions:
     num_layers: int = option(2, min=1)
     num_heads: int = option(2, min=1)
     ffn_multiplier: int = option(4, min=1)
-    dropout: float = option(0.2, min=0.0, below=1.0)
+    dropout: float = option(0.5, min=0.0, below=1.0)
     positions: Literal["from_start", "from_end"] = "from_start"
     norm: Literal["pre", "post"] = "pre"
 
@@ -128,7 +128,7 @@ class SelfAttentionEncoder(nn.Module):
         num_layers: int = 2,
         num_heads: int = 2,
         ffn_multiplier: int = 4,
-        dropout: float = 0.2,
+        dropout: float = 0.5,
         positions: str = "from_start",
         norm: str = "pre",
     ) -> None:
