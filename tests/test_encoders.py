@@ -35,12 +35,16 @@ VARIANTS = [(name, {}) for name in ENCODERS.names()] + [
     ids=[f"{n}{''.join(f'-{v}' for v in o.values())}" for n, o in VARIANTS],
 )
 def test_every_encoder_is_padding_safe_and_causal(name, options):
+    assert_encoder_contract(encoder_with(name, **options))
+
+
+def assert_encoder_contract(encoder: nn.Module) -> None:
     """The contract of :class:`~recsys_seq.models.encoders.SequenceEncoder`: a real
     position's state depends neither on extra right padding nor on batch mates, PAD states are
     exactly 0, and the state at t depends on events 0..t only.
 
-    PAD slots of ``x`` hold garbage, not zeros: an encoder must not read them."""
-    encoder = encoder_with(name, **options)
+    PAD slots of ``x`` hold garbage, not zeros: an encoder must not read them. ``encoder``
+    is D wide and in eval mode (no dropout)."""
     g = torch.Generator().manual_seed(1)
     lengths = torch.tensor([5, 2, 7, 1])
     T, extra = int(lengths.max()), 4
