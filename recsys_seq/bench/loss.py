@@ -9,7 +9,7 @@ One forward and backward step of the full-catalogue cross-entropy on synthetic s
   ``row_chunk_size x chunk_size`` logits;
 * ``compiled``: the plain path through ``torch.compile``;
 * ``in_batch``, ``mixed``: :class:`~recsys_seq.models.losses.SampledSoftmaxLoss` over the
-  step's own targets (plus ``MIXED_NEGATIVES`` uniform items for ``mixed``), with the log-Q
+  step's own targets (plus ``POOLED["mixed"]`` uniform items for ``mixed``), with the log-Q
   correction from Zipf-like training counts: the estimate of the full softmax whose cost
   does not grow with the catalogue.
 
@@ -53,7 +53,6 @@ from recsys_seq.models.scorers import with_pad_at_minimum
 
 METHODS = ("plain", "chunked", "compiled", "in_batch", "mixed")
 POOLED = {"in_batch": 0, "mixed": 256}  # drawn negatives of each pooled method
-MIXED_NEGATIVES = POOLED["mixed"]
 PRECISIONS = {"fp32": None, "bf16": torch.bfloat16}
 ITEMS = (12_000, 54_000, 1_000_000)
 DENSE_COPIES = 4  # (rows, N + 1) float32 blocks at the dense peak (measured: 2.9, fp32 and bf16)
