@@ -31,7 +31,7 @@ _HYDRA_ENTRIES = re.compile(r"^(\.hydra|[^/]+\.log)$")
 # everything a run writes: Hydra's files, checkpoints, loggers, results, temporaries
 _RUN_ENTRIES = re.compile(
     r"^(\.hydra|[^/]+\.log|checkpoints|csv|tensorboard|mlflow|metrics\.json|config\.yaml|"
-    r"report|recommendations\.parquet|model\.pt2|\.recsys-seq\.json|\..+\.tmp-.+)$"
+    r"report|recommendations\.parquet|model\.pt2|retriever|\.recsys-seq\.json|\..+\.tmp-.+)$"
 )
 
 

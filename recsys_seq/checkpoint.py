@@ -10,6 +10,7 @@ by the task (:meth:`NextItemTask.on_save_checkpoint`)::
         "model": {...},      # a ModelSpec as plain values: names of its parts, sizes, options
         "data": {...},       # the DataOptions it was trained with (absolute data path)
         "catalogue": {...},  # the items' original ids, counts, item features (tensors, strings)
+        "rerank": {...},     # two-stage models only: the retriever's spec, the rerank options
     }
 
 Both are read back through the same checks as a config (:mod:`recsys_seq.options`), the
@@ -32,7 +33,14 @@ from data_prep.errors import UserError
 from recsys_seq.data.catalogue import Catalogue, CatalogueError
 from recsys_seq.data.facts import DataFacts
 from recsys_seq.data.options import DataOptions, data_options
-from recsys_seq.models import ModelSpec, NextItemTask, build_model, model_spec
+from recsys_seq.models import (
+    ModelSpec,
+    NextItemTask,
+    RerankSpec,
+    build_model,
+    model_spec,
+    rerank_spec,
+)
 from recsys_seq.models.spec import RECORD_FORMAT, RECORD_KEY, spec_values
 
 
@@ -48,18 +56,20 @@ class VocabularyMismatch(CheckpointError):
 class Checkpoint:
     """A checked checkpoint: the spec and data options it was trained with, weights whose
     names and shapes fit that spec, and the item catalogue that gives its item indices their
-    original ids (None when the model was trained on data held in memory)."""
+    original ids (None when the model was trained on data held in memory); for a two-stage
+    model also its retriever's spec and the rerank options."""
 
     path: Path
     spec: ModelSpec
     data: DataOptions
     weights: dict[str, torch.Tensor]
     catalogue: Catalogue | None
+    rerank: RerankSpec | None = None
 
     def build(self, facts: DataFacts | None = None) -> NextItemTask:
         """The model with these weights, in eval mode, for data with ``facts`` (None: as a
         model that only evaluates or serves needs)."""
-        model = build_model(self.spec, facts)
+        model = build_model(self.spec, facts, self.rerank)
         model.load_state_dict(self.weights)
         return model.eval()
 
@@ -96,8 +106,9 @@ def _first_line(error: Exception) -> str:
 
 def record(
     checkpoint: dict[str, Any], path: str | Path
-) -> tuple[ModelSpec, DataOptions, Catalogue | None]:
-    """The checked model spec, data options and item catalogue a checkpoint carries."""
+) -> tuple[ModelSpec, DataOptions, Catalogue | None, RerankSpec | None]:
+    """The checked model spec, data options, item catalogue and (two-stage models) rerank
+    spec a checkpoint carries."""
     entry = checkpoint.get(RECORD_KEY)
     if not isinstance(entry, dict) or entry.get("format") != RECORD_FORMAT:
         raise CheckpointError(
@@ -107,11 +118,12 @@ def record(
     try:
         spec = model_spec(entry.get("model"), "model")
         data = data_options(entry.get("data") or {})
+        rerank = _rerank(entry, spec)
     except UserError as error:
         raise CheckpointError(f"Checkpoint {path} has an invalid record: {error}") from None
     stored = entry.get("catalogue")
     if stored is None:
-        return spec, data, None
+        return spec, data, None, rerank
     try:
         catalogue = Catalogue.from_record(stored, spec.num_items, spec.item_fingerprint)
     except CatalogueError as error:
@@ -123,21 +135,31 @@ def record(
                 f"Checkpoint {path}: its catalogue's {name} values exceed the model's "
                 f"vocabulary of {size}."
             )
-    return spec, data, catalogue
+    return spec, data, catalogue, rerank
+
+
+def _rerank(entry: dict[str, Any], ranker: ModelSpec) -> RerankSpec | None:
+    """The record's two-stage part, checked like a config; None for a one-stage model."""
+    if "rerank" not in entry:
+        return None
+    stored = entry["rerank"]
+    if not isinstance(stored, dict) or set(stored) != {"retriever", "options"}:
+        raise CheckpointError("its rerank entry must hold exactly a retriever and options")
+    return rerank_spec(stored["retriever"], stored["options"], ranker)
 
 
 def open_checkpoint(path: str | Path) -> Checkpoint:
     """Read and check a checkpoint; nothing of it is built yet."""
     path = Path(path)
     contents = read(path)
-    spec, data, catalogue = record(contents, path)
+    spec, data, catalogue, rerank = record(contents, path)
     weights = contents.get("state_dict")
     if not isinstance(weights, dict) or not all(
         isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in weights.items()
     ):
         raise CheckpointError(f"Checkpoint {path} has no state_dict of named tensors.")
     with torch.device("meta"):  # shapes only: a spec that does not fit allocates nothing
-        skeleton = build_model(spec)
+        skeleton = build_model(spec, rerank=rerank)
     expected = {k: v.shape for k, v in skeleton.state_dict().items()}
     found = {k: v.shape for k, v in weights.items()}
     if expected != found:
@@ -148,7 +170,7 @@ def open_checkpoint(path: str | Path) -> Checkpoint:
             f"Checkpoint {path}: its weights do not fit its model spec (differing: "
             f"{', '.join(differing[:5])}{', ...' if len(differing) > 5 else ''})."
         )
-    return Checkpoint(path, spec, data, weights, catalogue)
+    return Checkpoint(path, spec, data, weights, catalogue, rerank)
 
 
 def load(path: str | Path, facts: DataFacts | None = None) -> NextItemTask:

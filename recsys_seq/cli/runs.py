@@ -132,15 +132,18 @@ def print_results(metrics: Mapping[str, Any], model_name: str, stage: str = "tes
     if any("sampled" in name for name in names):
         title += "\n(sampled<n>/ rows: against n fixed sampled negatives instead)"
     columns = [Column("metric"), Column(model_name, right=True)]
-    baseline = any(k.startswith("popularity/") for k in metrics)
-    if baseline:
-        columns += [Column("popularity", right=True), Column("ratio", right=True)]
+    # a two-stage run: its retriever alone on the same users, then the popularity baseline
+    others = [p for p in ("retriever", "popularity") if any(k.startswith(f"{p}/") for k in metrics)]
+    for other in others:
+        ratio = "ratio" if other == "popularity" else f"vs {other}"
+        columns += [Column(other, right=True), Column(ratio, right=True)]
     rows = []
     for name in names:
         ours = metrics[f"{stage}/{name}"]
         row = [name, f"{ours:.4f}"]
-        if baseline:
-            pop = metrics.get(f"popularity/{stage}/{name}", float("nan"))
-            row += [f"{pop:.4f}", f"{ours / pop:.1f}x" if pop > 0 else "-"]
+        for other in others:
+            theirs = metrics.get(f"{other}/{stage}/{name}", float("nan"))
+            shown = f"{ours / theirs:.1f}x" if other == "popularity" else f"{ours / theirs:.3f}x"
+            row += [f"{theirs:.4f}", shown if theirs > 0 else "-"]
         rows.append(row)
     print_table(columns, rows, title)

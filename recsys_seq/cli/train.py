@@ -8,6 +8,7 @@ recsys-train -m model.encoder.num_layers=1,2  # a Hydra sweep
 from __future__ import annotations
 
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +24,13 @@ from data_prep.publish import check_run_folder, claim_run_folder, output_errors
 from recsys_seq import configs
 from recsys_seq.checkpoint import check_resume
 from recsys_seq.cli import runs
+from recsys_seq.cli.retriever import RetrieverSource, rerank_options, retriever_for
 from recsys_seq.cli.trainer import build_trainer, check_trainer, trainer_errors
 from recsys_seq.data import SequenceDataModule
 from recsys_seq.data.options import data_options
-from recsys_seq.models import ModelSpec, build_model
-from recsys_seq.options import OptionError
+from recsys_seq.models import ModelSpec, NextItemTask, build_model, rerank_spec
+from recsys_seq.models.spec import RerankOptions
+from recsys_seq.options import OptionError, as_plain
 
 
 def resolve_resume(ckpt_path: str | None, run_dir: Path) -> str | None:
@@ -89,6 +92,7 @@ def train(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, Any]]:
     runs.quiet_console()
     data = data_options(configs.plain(cfg.data))
     model_values = configs.model_values(cfg)
+    rerank = rerank_options(cfg.get("rerank"))
     check_trainer(configs.plain(cfg.trainer))
     run_dir = check_run_folder(cfg.paths.output_dir)
     datamodule = runs.build_datamodule(data)
@@ -110,9 +114,12 @@ def train(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, Any]]:
         logger=runs.instantiate_group(cfg.get("logger")),
         **({"enable_progress_bar": False, "enable_model_summary": False} if sweep_job else {}),
     )
-    L.seed_everything(cfg.seed, workers=True)  # checks first: nothing printed before an error
-    model = build_model(spec, datamodule.facts())
     claim_run_folder(run_dir, inputs=[datamodule.path])  # all checked: the run writes here
+    if rerank is None:
+        L.seed_everything(cfg.seed, workers=True)  # checks first: nothing printed before an error
+        model = build_model(spec, datamodule.facts())
+    else:
+        model = two_stage_model(spec, rerank, cfg, datamodule, run_dir, data.max_len)
     started = time.perf_counter()
     with output_errors(run_dir), trainer_errors():  # a full disk names the run folder
         trainer.fit(model, datamodule=datamodule, ckpt_path=resume, weights_only=True)
@@ -142,6 +149,28 @@ def train(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, Any]]:
             runs.print_results(metrics, model_name=spec.name)
             print(f"Results: {path}\nCheckpoints: {run_dir / 'checkpoints'}")
     return metrics, {"datamodule": datamodule, "model": model, "trainer": trainer}
+
+
+def two_stage_model(
+    spec: ModelSpec,
+    rerank: tuple[RetrieverSource, RerankOptions],
+    cfg: DictConfig,
+    datamodule: SequenceDataModule,
+    run_dir: Path,
+    max_len: int,
+) -> NextItemTask:
+    """The ranker ``spec`` over the retriever ``rerank`` names (trained first if need be),
+    its weights loaded and frozen."""
+    source, options = rerank
+    retriever, weights = retriever_for(source, cfg, datamodule, run_dir, train)
+    configs.check_max_len(retriever, max_len)
+    chosen = rerank_spec(retriever, as_plain(options), spec)
+    L.seed_everything(cfg.seed, workers=True)  # the ranker starts as a one-stage run would
+    model = build_model(spec, datamodule.facts(), chosen)
+    model.retriever.load_state_dict(weights)
+    # the frozen retriever stays in eval mode on purpose
+    warnings.filterwarnings("ignore", message=r".*module\(s\) in eval mode at the start")
+    return model
 
 
 @hydra.main(version_base="1.3", config_path=configs.CONF_SEARCH_PATH, config_name="train")

@@ -43,7 +43,11 @@ class SampledAUC(Metric):
         self.add_state("weighted_pairs", default=zero.clone(), dist_reduce_fx="sum")
 
     def update(
-        self, positive: torch.Tensor, negatives: torch.Tensor, weight: torch.Tensor | None = None
+        self,
+        positive: torch.Tensor,
+        negatives: torch.Tensor,
+        weight: torch.Tensor | None = None,
+        valid: torch.Tensor | None = None,
     ) -> None:
         """Add a batch of users.
 
@@ -51,15 +55,19 @@ class SampledAUC(Metric):
             positive: ``(B,)`` scores of each user's held-out item.
             negatives: ``(B, n)`` scores of the user's sampled negatives.
             weight: ``(B,)`` integer GAUC weight per user (events); None weighs users equally.
+            valid: ``(B, n)`` bool, the negatives that count (None: all); a row with none
+                adds no pair, so users are left out without a data-dependent shape.
         """
         pos = positive[:, None]  # (B, 1)
-        concordant2 = 2 * (negatives < pos).sum(1) + (negatives == pos).sum(1)  # (B,)
+        if valid is None:
+            valid = torch.ones_like(negatives, dtype=torch.bool)
+        concordant2 = 2 * ((negatives < pos) & valid).sum(1) + ((negatives == pos) & valid).sum(1)
+        pairs = valid.sum(1)  # (B,)
         weight = torch.ones_like(concordant2) if weight is None else weight.long()
-        n = negatives.shape[1]
         self.concordant2 += concordant2.sum()
-        self.pairs += n * positive.shape[0]
+        self.pairs += pairs.sum()
         self.weighted_concordant2 += (weight * concordant2).sum()
-        self.weighted_pairs += n * weight.sum()
+        self.weighted_pairs += (weight * pairs).sum()
 
     def compute(self) -> dict[str, torch.Tensor]:
         """``{"auc": ..., "gauc": ...}`` as float64 (0 before any user)."""

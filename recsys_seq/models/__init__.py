@@ -11,8 +11,9 @@ Layout::
     network.py     NextItemModel: embedder -> encoder -> scorer (plain PyTorch)
     ranking.py     evaluation every recommender shares (all-item and sampled metrics)
     task.py        NextItemTask: training, optimiser groups, prediction, checkpoint record
-    spec.py        ModelSpec: the checked values that rebuild a model
-    build.py       build_model: spec + data facts -> task
+    two_stage.py   TwoStageTask: a retriever's top-K re-ranked by the ranker (DIN)
+    spec.py        ModelSpec (and RerankSpec): the checked values that rebuild a model
+    build.py       build_model: spec + data facts (+ rerank spec) -> task
     popularity.py  the most-popular baseline
 """
 
@@ -21,8 +22,9 @@ from recsys_seq.models.embedder import ItemEmbedder
 from recsys_seq.models.encoders import ENCODERS, SequenceEncoder
 from recsys_seq.models.network import NextItemModel
 from recsys_seq.models.popularity import PopularityRecommender
-from recsys_seq.models.spec import ModelSpec, model_spec
+from recsys_seq.models.spec import ModelSpec, RerankSpec, model_spec, rerank_spec
 from recsys_seq.models.task import NextItemTask
+from recsys_seq.models.two_stage import TwoStageTask
 
 __all__ = [
     "ENCODERS",
@@ -31,7 +33,10 @@ __all__ = [
     "NextItemModel",
     "NextItemTask",
     "PopularityRecommender",
+    "RerankSpec",
     "SequenceEncoder",
+    "TwoStageTask",
     "build_model",
     "model_spec",
+    "rerank_spec",
 ]

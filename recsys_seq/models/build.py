@@ -13,16 +13,31 @@ from recsys_seq.models.encoders import ENCODERS
 from recsys_seq.models.losses import LOSSES
 from recsys_seq.models.network import NextItemModel
 from recsys_seq.models.scorers import SCORERS
-from recsys_seq.models.spec import ModelSpec
+from recsys_seq.models.spec import ModelSpec, RerankSpec
 from recsys_seq.models.task import NextItemTask
+from recsys_seq.models.two_stage import TwoStageTask
 
 
-def build_model(spec: ModelSpec, facts: DataFacts | None = None) -> NextItemTask:
-    """A freshly initialised task for ``spec`` (load a state dict into it to restore one)."""
-    facts = facts or DataFacts()
+def build_network(spec: ModelSpec) -> NextItemModel:
+    """The freshly initialised network ``spec`` names: embedder, encoder, scorer."""
     width = spec.embedding_dim
-    encoder = ENCODERS.build(spec.encoder, d_model=width)
-    embedder = ItemEmbedder(spec.num_items, width, spec.side_features)
-    scorer = SCORERS.build(spec.scorer, d_model=width)
+    return NextItemModel(
+        ItemEmbedder(spec.num_items, width, spec.side_features),
+        ENCODERS.build(spec.encoder, d_model=width),
+        SCORERS.build(spec.scorer, d_model=width),
+    )
+
+
+def build_model(
+    spec: ModelSpec, facts: DataFacts | None = None, rerank: RerankSpec | None = None
+) -> NextItemTask:
+    """A freshly initialised task for ``spec`` (load a state dict into it to restore one);
+    with ``rerank``, the two-stage task whose ranker is ``spec``
+    (:class:`~recsys_seq.models.two_stage.TwoStageTask`)."""
+    facts = facts or DataFacts()
     loss = LOSSES.build(spec.loss, num_items=spec.num_items, item_counts=facts.item_counts)
-    return NextItemTask(spec, NextItemModel(embedder, encoder, scorer), loss, facts)
+    if rerank is None:
+        return NextItemTask(spec, build_network(spec), loss, facts)
+    return TwoStageTask(
+        spec, build_network(spec), loss, facts, build_network(rerank.retriever), rerank
+    )

@@ -269,29 +269,47 @@ class CandidateBCELoss(nn.Module):
         self.cuts_per_window = cuts_per_window
         self.exclude_positive = exclude_positive
 
-    def sample(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(cut (B, S) in 1..lengths[b], candidates (B, S, 1 + K))``, positive first."""
+    def cuts(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(cut (B, S) in 1..lengths[b], positive (B, S))``: ``cuts_per_window`` random cut
+        points per window and the item after each (``targets[b, cut - 1]``)."""
         lengths = batch["lengths"]
         shape = (lengths.shape[0], self.cuts_per_window)
         cut = 1 + (torch.rand(shape, device=lengths.device) * lengths[:, None]).long()
         cut = torch.minimum(cut, lengths[:, None])  # guard the float edge u * len == len
-        positive = batch["targets"].gather(1, cut - 1)  # (B, S)
-        negative_shape = (*shape, self.num_negatives)
+        return cut, batch["targets"].gather(1, cut - 1)
+
+    def random_negatives(self, positive: torch.Tensor, count: int) -> torch.Tensor:
+        """``(*positive.shape, count)`` uniformly drawn items, never PAD; never the positive
+        when ``exclude_positive``."""
+        shape = (*positive.shape, count)
         if self.exclude_positive:
-            other = torch.randint(1, self.num_items, negative_shape, device=lengths.device)
-            negatives = other + (other >= positive[..., None]).long()  # 1..N without positive
-        else:
-            negatives = torch.randint(1, self.num_items + 1, negative_shape, device=lengths.device)
+            other = torch.randint(1, self.num_items, shape, device=positive.device)
+            return other + (other >= positive[..., None]).long()  # 1..N without the positive
+        return torch.randint(1, self.num_items + 1, shape, device=positive.device)
+
+    def sample(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(cut (B, S) in 1..lengths[b], candidates (B, S, 1 + K))``, positive first."""
+        cut, positive = self.cuts(batch)
+        negatives = self.random_negatives(positive, self.num_negatives)
         return cut, torch.cat([positive[..., None], negatives], dim=-1)
 
     def forward(self, states: torch.Tensor, batch: dict, model: nn.Module) -> torch.Tensor:
         cut, candidates = self.sample(batch)  # (B, S), (B, S, 1 + K)
-        batch_size, cuts, per_cut = candidates.shape
-        positions = torch.arange(states.shape[1], device=states.device)
-        visible = positions < cut[..., None]  # (B, S, T): window[:cut], never PAD
-        visible = visible[:, :, None].expand(-1, -1, per_cut, -1).flatten(1, 2)  # (B, S*(1+K), T)
+        visible = cut_visibility(cut, candidates.shape[-1], states.shape[1])
         logits = model.score(states, visible, candidates.flatten(1))
-        logits = logits.view(batch_size, cuts, per_cut)  # (B, S, 1 + K)
-        labels = torch.zeros_like(logits)
-        labels[..., 0] = 1.0
-        return F.binary_cross_entropy_with_logits(logits, labels)
+        return positive_first_bce(logits.view(candidates.shape))
+
+
+def cut_visibility(cut: torch.Tensor, per_cut: int, length: int) -> torch.Tensor:
+    """``(B, S * per_cut, T)`` bool: each of a cut's ``per_cut`` candidates sees
+    ``window[:cut]`` (never PAD, never the events after the cut)."""
+    positions = torch.arange(length, device=cut.device)
+    visible = positions < cut[..., None]  # (B, S, T)
+    return visible[:, :, None].expand(-1, -1, per_cut, -1).flatten(1, 2)
+
+
+def positive_first_bce(logits: torch.Tensor) -> torch.Tensor:
+    """Binary cross-entropy of ``(..., 1 + K)`` logits whose first column is the positive."""
+    labels = torch.zeros_like(logits)
+    labels[..., 0] = 1.0
+    return F.binary_cross_entropy_with_logits(logits, labels)

@@ -133,20 +133,84 @@ def _check_parts(spec: ModelSpec, where: str) -> None:
     check_optimized_metric(spec.optimized_metric)
 
 
+@dataclass(frozen=True)
+class RerankOptions:
+    """``rerank``: how a ranker re-scores a retriever's candidates (``conf/rerank``)."""
+
+    candidates: int = option(100, min=1)  # K: the retriever's top-K the ranker re-scores
+    # the share of the ranker's training negatives mined from the retriever's top-K for the
+    # same cut (the rest uniform): what it will face, not random items
+    hard_negatives: float = option(0.75, min=0.0, max=1.0)
+    retriever_score: bool = True  # the retriever's score enters the ranker's logit (learned weight)
+
+
+@dataclass(frozen=True)
+class RerankSpec:
+    """A two-stage model's second half: the retriever's spec and the rerank options. The
+    ranker is the run's own :class:`ModelSpec`."""
+
+    retriever: ModelSpec
+    options: RerankOptions
+
+
+def rerank_spec(
+    retriever: Mapping[str, Any] | ModelSpec, options: Mapping[str, Any], ranker: ModelSpec
+) -> RerankSpec:
+    """A checked :class:`RerankSpec` whose retriever fits ``ranker``: the same items, a
+    dot-product scorer (it ranks the whole catalogue in one product) and room for K."""
+    if not isinstance(retriever, ModelSpec):
+        retriever = model_spec(retriever, "rerank.retriever")
+    chosen = checked(RerankOptions, options, "rerank")
+    if retriever.scorer.name != "dot_product":
+        raise OptionError(
+            f"rerank.retriever must score with a dot product (sasrec, gru), not "
+            f"{retriever.scorer.name}: it ranks the whole catalogue for every user."
+        )
+    if (retriever.num_items, retriever.item_fingerprint) != (
+        ranker.num_items,
+        ranker.item_fingerprint,
+    ):
+        raise OptionError(
+            "rerank.retriever was trained on other items than the ranker's data (item "
+            f"fingerprint {retriever.item_fingerprint[:12]}... vs {ranker.item_fingerprint[:12]}"
+            "...); train both on the same prepared dataset."
+        )
+    if ranker.loss.name != "candidate_bce":
+        raise OptionError(
+            f"the ranker of a two-stage model trains with loss candidate_bce (mined "
+            f"negatives), not {ranker.loss.name}; use model=din."
+        )
+    if chosen.candidates > ranker.num_items:
+        raise OptionError(
+            f"rerank.candidates={chosen.candidates} is more than the {ranker.num_items} items."
+        )
+    return RerankSpec(retriever, chosen)
+
+
 def spec_values(spec: ModelSpec) -> dict[str, Any]:
     """``spec`` as plain values (what checkpoints store, what :func:`model_spec` reads)."""
     return as_plain(spec)
 
 
 def checkpoint_record(
-    spec: ModelSpec, data: Mapping[str, Any] | None, catalogue: Mapping[str, Any] | None
+    spec: ModelSpec,
+    data: Mapping[str, Any] | None,
+    catalogue: Mapping[str, Any] | None,
+    rerank: RerankSpec | None = None,
 ) -> dict[str, Any]:
-    """The project's record in a checkpoint: the model spec, the data options and the item
+    """The project's record in a checkpoint: the model spec, the data options, the item
     catalogue (:meth:`recsys_seq.data.catalogue.Catalogue.record`; None when the model was
-    built on data held in memory)."""
-    return {
+    built on data held in memory) and, for a two-stage model, the retriever's spec and the
+    rerank options."""
+    record = {
         "format": RECORD_FORMAT,
         "model": spec_values(spec),
         "data": dict(data or {}),
         "catalogue": None if catalogue is None else dict(catalogue),
     }
+    if rerank is not None:
+        record["rerank"] = {
+            "retriever": spec_values(rerank.retriever),
+            "options": as_plain(rerank.options),
+        }
+    return record

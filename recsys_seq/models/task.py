@@ -15,6 +15,7 @@ from recsys_seq.models.ranking import RankingModule, rankable_scores
 from recsys_seq.models.spec import (
     RECORD_KEY,
     ModelSpec,
+    RerankSpec,
     WarmupCosineOptions,
     checkpoint_record,
 )
@@ -37,6 +38,8 @@ class NextItemTask(RankingModule):
         loss: ``loss(states, batch, model) -> scalar`` (:mod:`recsys_seq.models.losses`).
         facts: what the task knows about its data (:class:`DataFacts`).
     """
+
+    rerank: RerankSpec | None = None  # a two-stage model's retriever (TwoStageTask)
 
     def __init__(
         self, spec: ModelSpec, model: NextItemModel, loss: nn.Module, facts: DataFacts
@@ -112,7 +115,9 @@ class NextItemTask(RankingModule):
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         catalogue = None if self.catalogue is None else self.catalogue.record()
-        checkpoint[RECORD_KEY] = checkpoint_record(self.spec, self.data_record, catalogue)
+        checkpoint[RECORD_KEY] = checkpoint_record(
+            self.spec, self.data_record, catalogue, self.rerank
+        )
 
 
 def warmup_cosine(
@@ -141,7 +146,8 @@ def warmup_cosine(
 def parameter_groups(module: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
     """Two optimiser groups: weight matrices decayed, the rest not.
 
-    Biases, norm scales and activation slopes (vectors) only shift or scale, and lookup
+    Frozen parameters are left out. Biases, norm scales and activation slopes (vectors) only
+    shift or scale, and lookup
     tables a part names in its ``no_weight_decay()`` (positions) are not transformations:
     decaying them pulls them towards zero for no regularising benefit. Item and side-feature
     embeddings are decayed: they are the model's capacity per item.
@@ -152,6 +158,8 @@ def parameter_groups(module: nn.Module, weight_decay: float) -> list[dict[str, A
             exempt |= {f"{prefix}.{name}" if prefix else name for name in part.no_weight_decay()}
     decay, keep = [], []
     for name, parameter in module.named_parameters():
+        if not parameter.requires_grad:
+            continue  # a frozen part (a two-stage model's retriever) is not trained
         (keep if parameter.ndim < 2 or name in exempt else decay).append(parameter)
     groups = [
         {"params": decay, "weight_decay": weight_decay},

@@ -1,0 +1,149 @@
+"""The retriever of a two-stage run (``rerank=topk``): a trained checkpoint, or one trained
+by the same command.
+
+    recsys-train model=din rerank=topk rerank.retriever.ckpt_path=<sasrec best.ckpt>
+    recsys-train experiment=s3rec_beauty_rerank  # its retriever: experiment s3rec_beauty_sasrec
+
+A retriever named by ``experiment`` is trained first, into ``<run>/retriever`` (a run folder of
+its own: checkpoints, metrics, curves), with that experiment's model, epochs, schedule and
+patience; how the command runs carries over to it (devices, precision, ``fast_dev_run`` and
+batch limits, callbacks switched off, paths, seed, logger), its length does not (the
+ranker's ``trainer.max_epochs`` or ``max_time`` are the ranker's). A rerun of the command
+reuses a retriever that finished (its ``metrics.json`` names its best checkpoint).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from data_prep.run_folders import METRICS_FILE
+from recsys_seq import configs
+from recsys_seq.checkpoint import CheckpointError, check_same_items, open_checkpoint
+from recsys_seq.data import SequenceDataModule
+from recsys_seq.data.options import data_options
+from recsys_seq.models import ModelSpec
+from recsys_seq.models.spec import RerankOptions
+from recsys_seq.options import OptionError, checked
+
+RETRIEVER_FOLDER = "retriever"
+# how long a run lasts belongs to the run: the ranker's length is not the retriever's
+LENGTH_KEYS = frozenset({"max_epochs", "min_epochs", "max_steps", "min_steps", "max_time"})
+
+
+@dataclass(frozen=True)
+class RetrieverSource:
+    """``rerank.retriever``: exactly one of a checkpoint and an experiment to train."""
+
+    ckpt_path: str | None = None
+    experiment: str | None = None
+    overrides: list[str] = field(default_factory=list)
+
+
+def rerank_options(values: Any) -> tuple[RetrieverSource, RerankOptions] | None:
+    """The checked ``rerank`` section (None: a one-stage run), before any work."""
+    if values is None:
+        return None
+    values = dict(configs.plain(values))
+    source = checked(RetrieverSource, values.pop("retriever", None), "rerank.retriever")
+    if (source.ckpt_path is None) == (source.experiment is None):
+        raise OptionError(
+            "rerank.retriever needs exactly one of ckpt_path (a trained sasrec or gru "
+            "checkpoint of the same data) and experiment (trained first by this command)."
+        )
+    if source.overrides and source.experiment is None:
+        raise OptionError("rerank.retriever.overrides apply to a retriever experiment only.")
+    return source, checked(RerankOptions, values, "rerank")
+
+
+def retriever_for(
+    source: RetrieverSource,
+    cfg: DictConfig,
+    datamodule: SequenceDataModule,
+    run_dir: Path,
+    train: Callable[[DictConfig], tuple[dict[str, Any], dict[str, Any]]],
+) -> tuple[ModelSpec, dict[str, torch.Tensor]]:
+    """The retriever's spec and network weights (``NextItemModel`` state dict) for the data of
+    ``datamodule``: read from ``source.ckpt_path``, reused from ``<run>/retriever``, or
+    trained there now by ``train`` (recsys-train's own function)."""
+    if source.ckpt_path is not None:
+        return _from_checkpoint(Path(source.ckpt_path), datamodule)
+    folder = run_dir / RETRIEVER_FOLDER
+    finished = _finished_checkpoint(folder)
+    if finished is not None:
+        print(f"Reusing the retriever trained in {folder}")
+        return _from_checkpoint(finished, datamodule)
+    retriever_cfg = retriever_config(source, cfg, folder)
+    _check_same_data(retriever_cfg, datamodule)
+    print(f"Training the retriever ({source.experiment}) into {folder}")
+    _, objects = train(retriever_cfg)
+    task = objects["model"]  # after testing: the best checkpoint's weights when one was kept
+    return task.spec, task.model.state_dict()
+
+
+def retriever_config(source: RetrieverSource, cfg: DictConfig, folder: Path) -> DictConfig:
+    """``recsys-train experiment=<source.experiment> <source.overrides>`` as a config, with
+    what says how the command runs carried over from ``cfg`` (module docstring)."""
+    overrides = [f"experiment={source.experiment}", *source.overrides]
+    if GlobalHydra.instance().is_initialized():  # inside recsys-train
+        composed = compose("train", overrides=overrides)
+    else:  # called from Python
+        with initialize_config_dir(configs.CONF_DIR, version_base="1.3"):
+            composed = compose("train", overrides=overrides)
+    trainer = OmegaConf.to_container(cfg.trainer, resolve=False)
+    with open_dict(composed):
+        composed.paths = OmegaConf.to_container(cfg.paths, resolve=True)
+        composed.paths.output_dir = str(folder)
+        composed.seed = cfg.seed
+        composed.baselines = cfg.get("baselines", True)
+        logger = cfg.get("logger")
+        composed.logger = None if logger is None else OmegaConf.to_container(logger, resolve=False)
+        for key, value in trainer.items():
+            if key not in LENGTH_KEYS:
+                composed.trainer[key] = value
+        for name, callback in (cfg.get("callbacks") or {}).items():
+            if callback is None:
+                composed.callbacks[name] = None
+        composed.rerank = None
+    return composed
+
+
+def _check_same_data(retriever_cfg: DictConfig, datamodule: SequenceDataModule) -> None:
+    path = SequenceDataModule.from_options(data_options(configs.plain(retriever_cfg.data))).path
+    if Path(path).resolve() != Path(datamodule.path).resolve():
+        raise OptionError(
+            f"rerank.retriever.experiment trains on {path}, the ranker on {datamodule.path}: "
+            "both stages must use the same prepared data."
+        )
+
+
+def _finished_checkpoint(folder: Path) -> Path | None:
+    """The best checkpoint of a retriever run that finished in ``folder``, if any."""
+    try:
+        saved = json.loads((folder / METRICS_FILE).read_text()).get("checkpoint")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return Path(saved) if isinstance(saved, str) and Path(saved).is_file() else None
+
+
+def _from_checkpoint(
+    path: Path, datamodule: SequenceDataModule
+) -> tuple[ModelSpec, dict[str, torch.Tensor]]:
+    trained = open_checkpoint(path)
+    if trained.rerank is not None:
+        raise CheckpointError(f"{path} is a two-stage model; a retriever is a one-stage model.")
+    check_same_items(trained.spec, datamodule.meta["item_fingerprint"], datamodule.path, path)
+    network = {
+        name.removeprefix("model."): weight
+        for name, weight in trained.weights.items()
+        if name.startswith("model.")
+    }
+    return trained.spec, network

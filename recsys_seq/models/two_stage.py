@@ -1,0 +1,291 @@
+"""Two-stage recommendation: a retriever's top-K candidates re-ranked by a ranker (DIN).
+
+A ranking-stage model such as DIN scores a few hundred plausible candidates, never the whole
+catalogue. :class:`TwoStageTask` composes:
+
+* the **retriever**, a trained dot-product model (sasrec, gru), frozen: it scores every item
+  in one product and hands each user its top-K (``rerank.candidates``), the history excluded
+  when ``exclude_history``;
+* the **ranker**, the run's own model (DIN target attention over the history), which
+  re-scores those K, optionally with the retriever's score as a feature (added to its logit
+  with a learned weight starting at 1, the wide part of a wide-and-deep ranker).
+
+The final ranking is the ranker's order of the K candidates (ties in the retriever's order)
+followed by every other item in the retriever's order, so all-item metrics are defined for
+every user and comparable with the retriever alone: a target outside the top-K keeps exactly
+its retriever rank, and a ranker that returns the retriever's scores reproduces the retriever.
+Evaluation costs K ranker scores per user, not N.
+
+Training shows the ranker what it will face: at random cut points of each window, the item
+after the cut against negatives mined from the retriever's top-K *for that cut* (its view of
+``window[:cut]`` only: the encoders are causal, and the retriever never saw validation or test
+events), mixed with uniform ones (``rerank.hard_negatives``).
+
+Logged beside the pipeline's ``<stage>/<metric>@<k>``: ``retriever/<stage>/...`` (the retriever
+alone, the same users, with ``hr@K``, the candidate recall that bounds any re-ranker) and
+``ranker/<stage>/auc``/``gauc`` (the target against the other candidates, for users whose target
+is among them). All are sums over users, exact under DDP.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from recsys_seq.data.facts import DataFacts
+from recsys_seq.metrics import RankingMetrics, SampledMetrics, target_rank
+from recsys_seq.metrics.auc import SampledAUC
+from recsys_seq.models.losses import CandidateBCELoss, cut_visibility, positive_first_bce
+from recsys_seq.models.network import NextItemModel
+from recsys_seq.models.ranking import rankable_scores
+from recsys_seq.models.spec import ModelSpec, RerankSpec
+from recsys_seq.models.task import NextItemTask
+
+
+def count_at_least(scores: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+    """``(B, M)``: how many of each row's ``scores (B, C)`` are ``>= values (B, M)``."""
+    if values.shape[1] == 1:
+        return (scores >= values).sum(1, keepdim=True)
+    ascending = scores.sort(dim=1).values  # one sort per row, whatever M is
+    return scores.shape[1] - torch.searchsorted(ascending, values.contiguous(), right=False)
+
+
+@dataclass
+class Candidates:
+    """One batch through both stages.
+
+    Attributes:
+        retriever_scores: ``(B, N + 1)`` the retriever's rankable scores (PAD and excluded
+            items ``-inf``).
+        items: ``(B, K)`` the retriever's top-K, best first.
+        valid: ``(B, K)`` True for a real candidate (False where fewer than K items were
+            rankable).
+        ranker_scores: ``(B, K)`` the ranker's scores, ``-inf`` where not valid.
+    """
+
+    retriever_scores: torch.Tensor
+    items: torch.Tensor
+    valid: torch.Tensor
+    ranker_scores: torch.Tensor
+
+    def positions(self, items: torch.Tensor) -> torch.Tensor:
+        """``(B, M)`` 0-based pessimistic positions of ``items (B, M)`` in the final ranking:
+        among the candidates, the ranker's rank; otherwise the retriever's rank (>= K)."""
+        retriever_rank = (
+            count_at_least(self.retriever_scores, self.retriever_scores.gather(1, items)) - 1
+        )
+        match = (items[:, :, None] == self.items[:, None, :]) & self.valid[:, None, :]  # (B, M, K)
+        chosen = match.any(-1)
+        column = match.to(torch.uint8).argmax(-1)  # (B, M): where each item is a candidate
+        ranker_rank = count_at_least(self.ranker_scores, self.ranker_scores.gather(1, column)) - 1
+        return torch.where(chosen, ranker_rank, retriever_rank)
+
+
+class TwoStageTask(NextItemTask):
+    """The ranker's :class:`NextItemTask` over a frozen retriever's candidates (module doc).
+
+    Args:
+        spec, model, loss, facts: the ranker, as for :class:`NextItemTask`; ``loss`` is a
+            :class:`CandidateBCELoss` (cut points and uniform negatives).
+        retriever: the retriever's network (weights loaded by the caller); never trained.
+        rerank: the retriever's spec and the rerank options.
+    """
+
+    def __init__(
+        self,
+        spec: ModelSpec,
+        model: NextItemModel,
+        loss: CandidateBCELoss,
+        facts: DataFacts,
+        retriever: NextItemModel,
+        rerank: RerankSpec,
+    ) -> None:
+        super().__init__(spec, model, loss, facts)
+        self.rerank = rerank
+        self.retriever = retriever.requires_grad_(False).eval()
+        self.num_candidates = rerank.options.candidates
+        # the retriever's score in the ranker's logit: a learned weight, from 1 (the ranker
+        # starts from the retriever's order and learns what to change)
+        self.score_weight = nn.Parameter(torch.ones(())) if rerank.options.retriever_score else None
+        ks = sorted({*spec.evaluated_ks, self.num_candidates})
+        self.retriever_metrics = nn.ModuleDict(
+            {stage: RankingMetrics(ks) for stage in ("val", "test")}
+        )
+        self.retriever_sampled = nn.ModuleDict(
+            {stage: SampledMetrics(spec.evaluated_ks) for stage in ("val", "test")}
+        )
+        self.ranker_auc = nn.ModuleDict({stage: SampledAUC() for stage in ("val", "test")})
+
+    def train(self, mode: bool = True) -> TwoStageTask:
+        super().train(mode)
+        self.retriever.eval()  # frozen: no dropout, whatever Lightning switches
+        return self
+
+    # -- both stages -------------------------------------------------------------------
+
+    def candidates(
+        self, batch: dict[str, torch.Tensor], exclude: torch.Tensor | None
+    ) -> Candidates:
+        """The retriever's top-K for each whole window (``exclude`` items never among them)
+        and the ranker's scores of them."""
+        retriever_scores = rankable_scores(self.retriever.score_next(batch), exclude)
+        k = min(self.num_candidates, retriever_scores.shape[1] - 1)
+        top, items = retriever_scores.topk(k, dim=1)  # (B, K), best first
+        valid = top.isfinite()
+        states = self.model.encode(batch)
+        logits = self.model.score(states, batch["mask"][:, None, :], items).float()
+        logits = self._with_retriever_score(logits, torch.where(valid, top, 0.0))
+        ranker_scores = torch.where(valid, logits, float("-inf"))
+        return Candidates(retriever_scores, items, valid, ranker_scores)
+
+    def _with_retriever_score(self, logits: torch.Tensor, score: torch.Tensor) -> torch.Tensor:
+        return logits if self.score_weight is None else logits + self.score_weight * score
+
+    # -- training ----------------------------------------------------------------------
+
+    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        cut, positive = self.loss.cuts(batch)  # (B, S)
+        with torch.no_grad():
+            retriever_states = self.retriever.encode(batch)
+            negatives = self.mined_negatives(batch, retriever_states, cut, positive)
+        candidates = torch.cat([positive[..., None], negatives], dim=-1)  # (B, S, 1 + n)
+        visible = cut_visibility(cut, candidates.shape[-1], batch["items"].shape[1])
+        flat = candidates.flatten(1)
+        logits = self.model.score(self.model.encode(batch), visible, flat)
+        if self.score_weight is not None:
+            with torch.no_grad():
+                score = self.retriever.score(retriever_states, visible, flat)
+            logits = self._with_retriever_score(logits, score)
+        loss = positive_first_bce(logits.view(candidates.shape))
+        self.log("train/loss", loss, prog_bar=True, batch_size=batch["lengths"].shape[0])
+        return loss
+
+    def retriever_top(
+        self,
+        batch: dict[str, torch.Tensor],
+        states: torch.Tensor,
+        cut: torch.Tensor,
+        positive: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(items, valid)``, each ``(B, S, K)``: the retriever's top-K after ``window[:cut]``
+        from its ``states`` at the cut, without PAD, the positive, and (with
+        ``exclude_history``) the events before the cut."""
+        index = (cut - 1)[..., None].expand(-1, -1, states.shape[-1])
+        scores = (states.gather(1, index) @ self.retriever.item_table.T).float()  # (B, S, N+1)
+        scores[..., 0] = float("-inf")
+        if self.exclude_history:
+            visible = torch.arange(batch["items"].shape[1], device=cut.device) < cut[..., None]
+            seen = torch.where(visible, batch["items"][:, None, :], 0)  # (B, S, T); PAD -> 0
+            scores = scores.scatter(2, seen, float("-inf"))
+        scores = scores.scatter(2, positive[..., None], float("-inf"))
+        top, items = scores.topk(min(self.num_candidates, scores.shape[-1] - 1), dim=-1)
+        return items, top.isfinite()
+
+    def mined_negatives(
+        self,
+        batch: dict[str, torch.Tensor],
+        states: torch.Tensor,
+        cut: torch.Tensor,
+        positive: torch.Tensor,
+    ) -> torch.Tensor:
+        """``(B, S, n)`` training negatives per cut: ``hard_negatives`` of them drawn without
+        replacement from the retriever's top-K for that cut, the rest uniform (never the
+        positive, never PAD); a hard slot with no rankable candidate left falls back to
+        uniform."""
+        count = self.loss.num_negatives
+        uniform = self.loss.random_negatives(positive, count)
+        pool, valid = self.retriever_top(batch, states, cut, positive)
+        hard = min(round(self.rerank.options.hard_negatives * count), pool.shape[-1])
+        if hard == 0:
+            return uniform
+        pick = torch.rand(pool.shape, device=pool.device).argsort(-1)[..., :hard]
+        mined = torch.where(valid.gather(-1, pick), pool.gather(-1, pick), uniform[..., :hard])
+        return torch.cat([mined, uniform[..., hard:]], dim=-1)
+
+    # -- evaluation and serving --------------------------------------------------------
+
+    def _update_stage(self, batch: dict[str, torch.Tensor], stage: str) -> None:
+        full, sampled = (
+            (self.val_metrics, self.val_sampled)
+            if stage == "val"
+            else (self.test_metrics, self.test_sampled)
+        )
+        exclude = batch["items"] if self.exclude_history else None
+        both = self.candidates(batch, exclude)
+        target = batch["target"][:, None]
+        full.update(both.positions(target)[:, 0])
+        self.retriever_metrics[stage].update(target_rank(both.retriever_scores, target[:, 0]))
+        if "negatives" in batch:
+            items = torch.cat([target, batch["negatives"]], 1)
+            sampled.update(-both.positions(items).double(), weight=batch["lengths"])
+            self.retriever_sampled[stage].update(
+                both.retriever_scores.gather(1, items), weight=batch["lengths"]
+            )
+        hit = (both.items == target) & both.valid  # (B, K): the target among the candidates
+        column = hit.to(torch.uint8).argmax(1, keepdim=True)
+        others = torch.arange(both.items.shape[1] - 1, device=column.device)[None, :]
+        others = others + (others >= column).long()  # every column but the target's
+        self.ranker_auc[stage].update(
+            both.ranker_scores.gather(1, column)[:, 0],
+            both.ranker_scores.gather(1, others),
+            weight=batch["lengths"],
+            valid=both.valid.gather(1, others) & hit.any(1, keepdim=True),
+        )
+
+    def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
+        self._update_stage(batch, "val")
+
+    def test_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
+        self._update_stage(batch, "test")
+
+    def _log_companions(self, stage: str) -> None:
+        """Log (and reset) the retriever's and the ranker's own metrics of ``stage``."""
+        retriever = {
+            f"retriever/{stage}/{k}": v.float()
+            for k, v in self.retriever_metrics[stage].compute().items()
+        }
+        if self.sampled_negatives:
+            n = self.sampled_negatives
+            retriever |= {
+                f"retriever/{stage}/sampled{n}/{k}": v.float()
+                for k, v in self.retriever_sampled[stage].compute().items()
+            }
+        ranker = {
+            f"ranker/{stage}/{k}": v.float() for k, v in self.ranker_auc[stage].compute().items()
+        }
+        self.log_dict(retriever | ranker)
+        self.retriever_metrics[stage].reset()
+        self.retriever_sampled[stage].reset()
+        self.ranker_auc[stage].reset()
+
+    def on_validation_epoch_end(self) -> None:
+        super().on_validation_epoch_end()
+        self._log_companions("val")
+
+    def on_test_epoch_end(self) -> None:
+        super().on_test_epoch_end()
+        self._log_companions("test")
+
+    def score_next(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        raise TypeError(
+            "a two-stage model ranks K candidates, not the catalogue: use candidates() or "
+            "predict_step()"
+        )
+
+    def predict_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> dict:
+        """The top-``predict_k`` of the final ranking: ``items (B, k)`` with ``scores (B, k)``,
+        the ranker's for the first K positions and the retriever's after them. Exclusion as
+        in :meth:`NextItemTask.predict_step`."""
+        exclude = batch.get("seen", batch["items"]) if self.exclude_history else None
+        both = self.candidates(batch, exclude)
+        scores, order = both.ranker_scores.sort(dim=1, descending=True, stable=True)
+        items = both.items.gather(1, order)  # ties keep the retriever's order
+        k = min(self.predict_k, both.retriever_scores.shape[1] - 1)
+        if k > items.shape[1]:
+            rest_scores, rest = both.retriever_scores.topk(k, dim=1)
+            width = items.shape[1]
+            items = torch.cat([items, rest[:, width:]], 1)
+            scores = torch.cat([scores, rest_scores[:, width:]], 1)
+        return {"user": batch["user"], "items": items[:, :k], "scores": scores[:, :k]}
