@@ -64,27 +64,40 @@ def rerank_options(values: Any) -> tuple[RetrieverSource, RerankOptions] | None:
     return source, checked(RerankOptions, values, "rerank")
 
 
-def retriever_for(
-    source: RetrieverSource,
-    cfg: DictConfig,
-    datamodule: SequenceDataModule,
-    run_dir: Path,
-    train: Callable[[DictConfig], tuple[dict[str, Any], dict[str, Any]]],
-) -> tuple[ModelSpec, dict[str, torch.Tensor]]:
-    """The retriever's spec and network weights (``NextItemModel`` state dict) for the data of
-    ``datamodule``: read from ``source.ckpt_path``, reused from ``<run>/retriever``, or
-    trained there now by ``train`` (recsys-train's own function)."""
-    if source.ckpt_path is not None:
-        return _from_checkpoint(Path(source.ckpt_path), datamodule)
+@dataclass(frozen=True)
+class RetrieverPlan:
+    """Where a run's retriever comes from, checked: ``ready`` (spec and network weights of a
+    checkpoint, or of a retriever that finished in ``folder``), else ``config`` to train."""
+
+    folder: Path
+    ready: tuple[ModelSpec, dict[str, torch.Tensor]] | None = None
+    config: DictConfig | None = None
+
+
+def plan_retriever(
+    source: RetrieverSource, cfg: DictConfig, datamodule: SequenceDataModule, run_dir: Path
+) -> RetrieverPlan:
+    """Check the retriever ``source`` names against the ranker's data, before any work."""
     folder = run_dir / RETRIEVER_FOLDER
+    if source.ckpt_path is not None:
+        return RetrieverPlan(folder, ready=_from_checkpoint(Path(source.ckpt_path), datamodule))
     finished = _finished_checkpoint(folder)
     if finished is not None:
-        print(f"Reusing the retriever trained in {folder}")
-        return _from_checkpoint(finished, datamodule)
-    retriever_cfg = retriever_config(source, cfg, folder)
-    _check_same_data(retriever_cfg, datamodule)
-    print(f"Training the retriever ({source.experiment}) into {folder}")
-    _, objects = train(retriever_cfg)
+        return RetrieverPlan(folder, ready=_from_checkpoint(finished, datamodule))
+    config = retriever_config(source, cfg, folder)
+    _check_same_data(config, datamodule)
+    return RetrieverPlan(folder, config=config)
+
+
+def obtain_retriever(
+    plan: RetrieverPlan, train: Callable[[DictConfig], tuple[dict[str, Any], dict[str, Any]]]
+) -> tuple[ModelSpec, dict[str, torch.Tensor]]:
+    """The planned retriever's spec and ``NextItemModel`` weights, trained now by ``train``
+    (recsys-train's own function) into ``plan.folder`` when it is not ready."""
+    if plan.ready is not None:
+        return plan.ready
+    print(f"Training the retriever into {plan.folder}")
+    _, objects = train(plan.config)
     task = objects["model"]  # after testing: the best checkpoint's weights when one was kept
     return task.spec, task.model.state_dict()
 

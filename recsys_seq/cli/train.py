@@ -24,12 +24,17 @@ from data_prep.publish import check_run_folder, claim_run_folder, output_errors
 from recsys_seq import configs
 from recsys_seq.checkpoint import check_resume
 from recsys_seq.cli import runs
-from recsys_seq.cli.retriever import RetrieverSource, rerank_options, retriever_for
+from recsys_seq.cli.retriever import (
+    RetrieverPlan,
+    obtain_retriever,
+    plan_retriever,
+    rerank_options,
+)
 from recsys_seq.cli.trainer import build_trainer, check_trainer, trainer_errors
 from recsys_seq.data import SequenceDataModule
 from recsys_seq.data.options import data_options
 from recsys_seq.models import ModelSpec, NextItemTask, build_model, rerank_spec
-from recsys_seq.models.spec import RerankOptions
+from recsys_seq.models.spec import RerankOptions, check_ranker
 from recsys_seq.options import OptionError, as_plain
 
 
@@ -114,12 +119,16 @@ def train(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, Any]]:
         logger=runs.instantiate_group(cfg.get("logger")),
         **({"enable_progress_bar": False, "enable_model_summary": False} if sweep_job else {}),
     )
-    claim_run_folder(run_dir, inputs=[datamodule.path])  # all checked: the run writes here
     if rerank is None:
+        claim_run_folder(run_dir, inputs=[datamodule.path])  # all checked: the run writes here
         L.seed_everything(cfg.seed, workers=True)  # checks first: nothing printed before an error
         model = build_model(spec, datamodule.facts())
     else:
-        model = two_stage_model(spec, rerank, cfg, datamodule, run_dir, data.max_len)
+        source, options = rerank
+        check_ranker(spec, options)
+        plan = plan_retriever(source, cfg, datamodule, run_dir)
+        claim_run_folder(run_dir, inputs=[datamodule.path])
+        model = two_stage_model(spec, plan, options, cfg.seed, datamodule, data.max_len)
     started = time.perf_counter()
     with output_errors(run_dir), trainer_errors():  # a full disk names the run folder
         trainer.fit(model, datamodule=datamodule, ckpt_path=resume, weights_only=True)
@@ -153,21 +162,22 @@ def train(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, Any]]:
 
 def two_stage_model(
     spec: ModelSpec,
-    rerank: tuple[RetrieverSource, RerankOptions],
-    cfg: DictConfig,
+    plan: RetrieverPlan,
+    options: RerankOptions,
+    seed: int,
     datamodule: SequenceDataModule,
-    run_dir: Path,
     max_len: int,
 ) -> NextItemTask:
-    """The ranker ``spec`` over the retriever ``rerank`` names (trained first if need be),
-    its weights loaded and frozen."""
-    source, options = rerank
-    retriever, weights = retriever_for(source, cfg, datamodule, run_dir, train)
+    """The ranker ``spec`` over the planned retriever (trained first if need be), its weights
+    loaded and frozen."""
+    retriever, weights = obtain_retriever(plan, train)
     configs.check_max_len(retriever, max_len)
     chosen = rerank_spec(retriever, as_plain(options), spec)
-    L.seed_everything(cfg.seed, workers=True)  # the ranker starts as a one-stage run would
+    L.seed_everything(seed, workers=True)  # the ranker starts as a one-stage run would
     model = build_model(spec, datamodule.facts(), chosen)
     model.retriever.load_state_dict(weights)
+    if options.init_from_retriever:
+        model.start_from_retriever()
     # the frozen retriever stays in eval mode on purpose
     warnings.filterwarnings("ignore", message=r".*module\(s\) in eval mode at the start")
     return model

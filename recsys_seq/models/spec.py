@@ -142,6 +142,8 @@ class RerankOptions:
     # same cut (the rest uniform): what it will face, not random items
     hard_negatives: float = option(0.75, min=0.0, max=1.0)
     retriever_score: bool = True  # the retriever's score enters the ranker's logit (learned weight)
+    # the ranker's item (and side-feature) embeddings start as the retriever's trained ones
+    init_from_retriever: bool = False
 
 
 @dataclass(frozen=True)
@@ -175,16 +177,30 @@ def rerank_spec(
             f"fingerprint {retriever.item_fingerprint[:12]}... vs {ranker.item_fingerprint[:12]}"
             "...); train both on the same prepared dataset."
         )
+    check_ranker(ranker, chosen)
+    same_tables = (retriever.embedding_dim, retriever.side_features) == (
+        ranker.embedding_dim,
+        ranker.side_features,
+    )
+    if chosen.init_from_retriever and not same_tables:
+        raise OptionError(
+            "rerank.init_from_retriever needs the ranker's embedding_dim and side_features to "
+            f"be the retriever's ({retriever.embedding_dim}, {sorted(retriever.side_features)})."
+        )
+    return RerankSpec(retriever, chosen)
+
+
+def check_ranker(ranker: ModelSpec, options: RerankOptions) -> None:
+    """Refuse a ranker that cannot re-rank ``options.candidates`` (before any retriever)."""
     if ranker.loss.name != "candidate_bce":
         raise OptionError(
             f"the ranker of a two-stage model trains with loss candidate_bce (mined "
             f"negatives), not {ranker.loss.name}; use model=din."
         )
-    if chosen.candidates > ranker.num_items:
+    if options.candidates > ranker.num_items:
         raise OptionError(
-            f"rerank.candidates={chosen.candidates} is more than the {ranker.num_items} items."
+            f"rerank.candidates={options.candidates} is more than the {ranker.num_items} items."
         )
-    return RerankSpec(retriever, chosen)
 
 
 def spec_values(spec: ModelSpec) -> dict[str, Any]:

@@ -118,6 +118,11 @@ class TwoStageTask(NextItemTask):
         )
         self.ranker_auc = nn.ModuleDict({stage: SampledAUC() for stage in ("val", "test")})
 
+    def start_from_retriever(self) -> None:
+        """Copy the retriever's trained embeddings into the ranker's (``init_from_retriever``;
+        a fresh run only, after the retriever's weights are loaded)."""
+        self.model.embedder.load_state_dict(self.retriever.embedder.state_dict())
+
     def train(self, mode: bool = True) -> TwoStageTask:
         super().train(mode)
         self.retriever.eval()  # frozen: no dropout, whatever Lightning switches

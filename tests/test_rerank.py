@@ -1,0 +1,433 @@
+"""Two-stage recommendation (rerank=topk): candidates, the final ranking, mined negatives,
+metrics beside the retriever's, checkpoints, serving and the one-command experiment."""
+
+import copy
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import recsys_seq
+from recsys_seq.checkpoint import CheckpointError, VocabularyMismatch, load
+from recsys_seq.cli.evaluate import evaluate
+from recsys_seq.cli.train import train
+from recsys_seq.data import PaddedBatchCollator, Stage, WindowDataset
+from recsys_seq.metrics import target_rank
+from recsys_seq.models import TwoStageTask, build_model, model_spec, rerank_spec
+from recsys_seq.models.ranking import rankable_scores
+from recsys_seq.models.spec import spec_values
+from recsys_seq.models.two_stage import count_at_least
+from recsys_seq.options import OptionError
+from tests.helpers import random_histories, sequences
+from tests.test_train import (  # noqa: F401 (demo_dir is a fixture)
+    compose_config,
+    demo_dir,  # noqa: F811
+    short_checkpoint,
+    train_config,
+)
+
+NUM_ITEMS = 40
+K = 8
+
+
+def specs(retriever_encoder: str = "self_attention", exclude_history: bool = True, **options):
+    common = {"num_items": NUM_ITEMS, "embedding_dim": 16, "exclude_history": exclude_history}
+    encoder = {"name": retriever_encoder}
+    if retriever_encoder == "self_attention":
+        encoder |= {"max_len": 12, "num_layers": 1, "num_heads": 1, "dropout": 0.0}
+    retriever = model_spec({"name": "retriever", "encoder": encoder, **common})
+    ranker = model_spec(
+        {
+            "name": "din",
+            "encoder": {"name": "identity"},
+            "scorer": {"name": "target_attention", "hidden": [8], "mlp_hidden": [8]},
+            "loss": {"name": "candidate_bce", "num_negatives": 6, "cuts_per_window": 3},
+            **common,
+        }
+    )
+    return ranker, rerank_spec(retriever, {"candidates": K, **options}, ranker)
+
+
+def two_stage(seed: int = 0, **kwargs) -> TwoStageTask:
+    torch.manual_seed(seed)
+    ranker, rerank = specs(**kwargs)
+    return build_model(ranker, rerank=rerank).eval()
+
+
+def batches(stage: Stage, seed: int = 0, negatives: int = 0, batch_size: int = 16):
+    data = sequences(random_histories(60, NUM_ITEMS, 12, seed=seed), num_items=NUM_ITEMS)
+    dataset = WindowDataset(data, stage, max_len=12, sampled_negatives=negatives)
+    collate = PaddedBatchCollator()
+    order = np.arange(len(dataset))
+    return [
+        collate(dataset.__getitems__(order[i : i + batch_size].tolist()))
+        for i in range(0, len(order), batch_size)
+    ]
+
+
+def make_identity(task: TwoStageTask) -> TwoStageTask:
+    """The ranker's own logit 0 and the retriever's score at weight 1: ranker = retriever."""
+    last = task.model.scorer.head[-1]
+    with torch.no_grad():
+        last.weight.zero_()
+        last.bias.zero_()
+        task.score_weight.fill_(1.0)
+    return task
+
+
+# -- the final ranking -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("exclude_history", [True, False])
+def test_candidates_are_the_retrievers_top_k_without_the_history(exclude_history):
+    task = two_stage(exclude_history=exclude_history)
+    seen_any = False
+    with torch.no_grad():
+        for batch in batches(Stage.TEST):
+            exclude = batch["items"] if exclude_history else None
+            both = task.candidates(batch, exclude)
+            in_window = (both.items[:, :, None] == batch["items"][:, None, :]).any(-1)
+            seen_any |= bool(in_window.any())
+            if exclude_history:
+                assert not in_window.any()
+            assert (both.items != 0).all()  # PAD is never a candidate
+            # exactly the K best retriever scores, best first
+            expected = torch.topk(both.retriever_scores, K, dim=1).values
+            got = both.retriever_scores.gather(1, both.items)
+            torch.testing.assert_close(got, expected)
+    assert seen_any != exclude_history  # without exclusion, history items do come back
+
+
+def test_a_target_outside_the_top_k_keeps_its_retriever_rank():
+    task = two_stage(seed=3)
+    outside = inside = 0
+    with torch.no_grad():
+        for seed in range(3):
+            for batch in batches(Stage.TEST, seed=seed):
+                both = task.candidates(batch, batch["items"])
+                target = batch["target"]
+                final = both.positions(target[:, None])[:, 0]
+                retriever = target_rank(both.retriever_scores, target)
+                among = ((both.items == target[:, None]) & both.valid).any(1)
+                assert torch.equal(final[~among], retriever[~among])
+                assert (retriever[~among] >= K).all()
+                assert (final[among] < K).all()
+                outside += int((~among).sum())
+                inside += int(among.sum())
+    assert outside and inside  # both cases were met
+
+
+def test_positions_are_the_rankers_order_of_the_candidates_then_the_retrievers():
+    task = two_stage(seed=1, exclude_history=False)
+    batch = batches(Stage.TEST)[0]
+    with torch.no_grad():
+        both = task.candidates(batch, None)
+    everything = torch.arange(1, NUM_ITEMS + 1).expand(batch["items"].shape[0], -1)
+    positions = both.positions(everything)  # (B, N): continuous scores, so no ties
+    for row in range(positions.shape[0]):
+        order = everything[row][positions[row].argsort()]
+        by_ranker = both.items[row][both.ranker_scores[row].argsort(descending=True)]
+        assert torch.equal(order[:K], by_ranker)
+        rest = both.retriever_scores[row].argsort(descending=True)
+        rest = rest[~torch.isin(rest, both.items[row]) & (rest != 0)]
+        assert torch.equal(order[K:], rest)
+        assert sorted(positions[row].tolist()) == list(range(NUM_ITEMS))
+
+
+def test_count_at_least_is_one_rule_for_one_and_many_values():
+    torch.manual_seed(0)
+    scores = torch.randint(-3, 4, (5, 30)).float()
+    scores[:, :4] = float("-inf")
+    values = torch.cat([scores[:, 3:9], torch.full((5, 1), float("-inf"))], 1)
+    many = count_at_least(scores, values)
+    one_by_one = torch.cat([count_at_least(scores, values[:, [i]]) for i in range(7)], 1)
+    reference = (scores[:, None, :] >= values[:, :, None]).sum(-1)
+    assert torch.equal(many, reference) and torch.equal(one_by_one, reference)
+
+
+@pytest.mark.parametrize("negatives", [0, 10])
+def test_an_identity_ranker_reproduces_the_retrievers_metrics(negatives):
+    task = make_identity(two_stage(seed=2))
+    ranks = []
+    with torch.no_grad():
+        for batch in batches(Stage.TEST, negatives=negatives):
+            task.test_step(batch, 0)
+            scores = task.retriever.score_next(batch).float()
+            ranks.append(target_rank(rankable_scores(scores, batch["items"]), batch["target"]))
+    pipeline = task.test_metrics.compute()
+    retriever = task.retriever_metrics["test"].compute()
+    for key, value in pipeline.items():
+        assert float(value) == pytest.approx(float(retriever[key]), abs=1e-12), key
+    assert float(pipeline["ndcg@10"]) > 0
+    if negatives:
+        ours = task.test_sampled.compute()
+        theirs = task.retriever_sampled["test"].compute()
+        for key, value in ours.items():
+            assert float(value) == pytest.approx(float(theirs[key]), abs=1e-12), key
+    # within the candidates the ranker orders as the retriever: a target at retriever rank
+    # r < K is above K - 1 - r of the other K - 1 candidates
+    rank = torch.cat(ranks)
+    among = rank[rank < K].double()
+    expected = float(((K - 1 - among) / (K - 1)).mean())
+    assert float(task.ranker_auc["test"].compute()["auc"]) == pytest.approx(expected, abs=1e-12)
+
+
+def test_the_pipeline_ranks_every_user_once_and_counts_candidate_recall():
+    task = two_stage(seed=4)
+    users = 0
+    with torch.no_grad():
+        for batch in batches(Stage.VAL):
+            task.validation_step(batch, 0)
+            users += batch["lengths"].shape[0]
+    assert int(task.val_metrics.users) == users
+    assert int(task.retriever_metrics["val"].users) == users
+    assert f"hr@{K}" in task.retriever_metrics["val"].compute()
+
+
+# -- training ----------------------------------------------------------------------------
+
+
+def reference_top(task, batch, cut, positive, exclude_history):
+    """The retriever's top-K after window[:cut] by re-encoding that prefix alone."""
+    items = batch["items"][:, :cut]
+    prefix = {
+        "items": items,
+        "mask": batch["mask"][:, :cut],
+        "lengths": torch.full_like(batch["lengths"], cut),
+    }
+    scores = task.retriever.score_next(prefix).float()
+    scores[:, 0] = float("-inf")
+    if exclude_history:
+        scores = scores.scatter(1, items, float("-inf"))
+    scores = scores.scatter(1, positive[:, None], float("-inf"))
+    return scores.topk(K, dim=1).indices
+
+
+@pytest.mark.parametrize("exclude_history", [True, False])
+def test_mined_negatives_come_from_the_retrievers_view_of_that_cut_only(exclude_history):
+    task = two_stage(seed=5, exclude_history=exclude_history)
+    batch = batches(Stage.TRAIN, batch_size=64)[0]
+    full = batch["lengths"] == batch["items"].shape[1]
+    batch = {k: v[full] for k, v in batch.items()}  # windows without PAD: one cut for all
+    length = batch["items"].shape[1]
+    for cut_at in (1, length // 2, length):
+        cut = torch.full((batch["items"].shape[0], 1), cut_at)
+        positive = batch["targets"][:, cut_at - 1 : cut_at]
+        with torch.no_grad():
+            pool, valid = task.retriever_top(batch, task.retriever.encode(batch), cut, positive)
+            expected = reference_top(task, batch, cut_at, positive[:, 0], exclude_history)
+            # events after the cut do not change it: no peeking at the future
+            later = dict(batch, items=batch["items"].clone())
+            later["items"][:, cut_at:] = 1
+            again, _ = task.retriever_top(later, task.retriever.encode(later), cut, positive)
+        assert valid.all()
+        assert torch.equal(pool[:, 0].sort(1).values, expected.sort(1).values)
+        assert torch.equal(again, pool)
+
+
+def test_mined_negatives_mix_hard_and_uniform_and_never_hold_the_positive():
+    task = two_stage(seed=6, hard_negatives=0.5)
+    torch.manual_seed(0)
+    for batch in batches(Stage.TRAIN):
+        cut, positive = task.loss.cuts(batch)
+        with torch.no_grad():
+            states = task.retriever.encode(batch)
+            negatives = task.mined_negatives(batch, states, cut, positive)
+            pool, _ = task.retriever_top(batch, states, cut, positive)
+        assert negatives.shape == (*cut.shape, task.loss.num_negatives)
+        assert (negatives != positive[..., None]).all()
+        assert ((negatives >= 1) & (negatives <= NUM_ITEMS)).all()
+        hard = round(0.5 * task.loss.num_negatives)
+        mined = negatives[..., :hard]
+        assert (mined[..., :, None] == pool[..., None, :]).any(-1).all()  # all from the top-K
+        # drawn without replacement from the pool
+        assert (mined.sort(-1).values.diff(dim=-1) != 0).all()
+
+
+def test_training_moves_the_ranker_only(demo_dir):  # noqa: F811
+    task = two_stage(seed=7)
+    task.train()
+    assert not task.retriever.training and task.model.training
+    frozen = {k: v.clone() for k, v in task.retriever.state_dict().items()}
+    ranker = {k: v.clone() for k, v in task.model.state_dict().items()}
+    optimizer = torch.optim.AdamW([p for p in task.parameters() if p.requires_grad], lr=0.01)
+    for batch in batches(Stage.TRAIN)[:3]:
+        optimizer.zero_grad()
+        task.training_step(batch, 0).backward()
+        optimizer.step()
+    assert all(torch.equal(v, task.retriever.state_dict()[k]) for k, v in frozen.items())
+    assert any(not torch.equal(v, task.model.state_dict()[k]) for k, v in ranker.items())
+    assert task.score_weight.item() != 1.0  # the retriever score's weight is learned
+
+
+# -- options -----------------------------------------------------------------------------
+
+
+def test_the_rerank_spec_refuses_what_cannot_work():
+    ranker, rerank = specs()
+    with pytest.raises(OptionError, match="dot product"):
+        rerank_spec(ranker, {}, ranker)  # DIN as the retriever
+    with pytest.raises(OptionError, match="other items"):
+        other = model_spec({**spec_values(rerank.retriever), "num_items": NUM_ITEMS + 1})
+        rerank_spec(other, {}, ranker)
+    with pytest.raises(OptionError, match="candidate_bce"):
+        rerank_spec(rerank.retriever, {}, rerank.retriever)  # sasrec as the ranker
+    with pytest.raises(OptionError, match="more than the"):
+        rerank_spec(rerank.retriever, {"candidates": NUM_ITEMS + 1}, ranker)
+    for bad in ({"candidates": 0}, {"hard_negatives": 1.5}, {"stray": 1}):
+        with pytest.raises(OptionError):
+            rerank_spec(rerank.retriever, bad, ranker)
+
+
+# -- end to end --------------------------------------------------------------------------
+
+SHORT = [
+    "trainer.max_epochs=1",
+    "trainer.limit_train_batches=3",
+    "trainer.limit_val_batches=2",
+    "trainer.limit_test_batches=2",
+    "logger=[]",
+]
+
+
+@pytest.fixture(scope="module")
+def retriever_ckpt(tmp_path_factory, demo_dir):  # noqa: F811
+    return short_checkpoint(
+        tmp_path_factory.mktemp("retriever"), demo_dir, "model.exclude_history=true"
+    )
+
+
+def rerank_run(run_dir, demo_dir, *overrides):  # noqa: F811
+    return train_config(
+        run_dir, demo_dir, "model=din", "rerank=topk", "rerank.candidates=20", *SHORT, *overrides
+    )
+
+
+def test_a_two_stage_run_logs_pipeline_retriever_and_ranker_and_serves(
+    tmp_path,
+    demo_dir,  # noqa: F811
+    retriever_ckpt,  # noqa: F811
+):
+    run_dir = tmp_path / "run"
+    metrics, objects = train(
+        rerank_run(run_dir, demo_dir, f"rerank.retriever.ckpt_path={retriever_ckpt}")
+    )
+    for key in (
+        "test/ndcg@10",
+        "retriever/test/ndcg@10",
+        "retriever/test/hr@20",
+        "ranker/test/auc",
+    ):
+        assert 0.0 <= metrics[key] <= 1.0, key
+    saved = json.loads((run_dir / "metrics.json").read_text())
+    assert saved["retriever/test/hr@20"] == pytest.approx(metrics["retriever/test/hr@20"])
+
+    # the checkpoint rebuilds the pipeline, retriever weights included, and evaluates the same
+    checkpoint = Path(metrics["checkpoint"])
+    task = load(checkpoint)
+    assert isinstance(task, TwoStageTask) and task.num_candidates == 20
+    eval_cfg = [f"ckpt_path={checkpoint}", "trainer.limit_test_batches=2"]  # as the run tested
+    again, _ = evaluate(compose_config("eval", tmp_path / "eval", eval_cfg))
+    for key in ("test/ndcg@10", "retriever/test/ndcg@10", "ranker/test/gauc"):
+        assert again[key] == pytest.approx(metrics[key], abs=1e-6), key
+
+    # serving: the ranker's order of the candidates, then the retriever's, never the history
+    model = recsys_seq.load(checkpoint)
+    history = model.catalogue.ids(np.arange(1, 6)).to_list()
+    top = model.recommend(history, k=30)
+    assert len(top.items) == 30 and not set(top.items) & set(history)
+    assert top.scores[:20] == sorted(top.scores[:20], reverse=True)
+
+
+def test_one_command_trains_the_retriever_then_reuses_it(tmp_path, demo_dir):  # noqa: F811
+    run_dir = tmp_path / "run"
+    overrides = [
+        "baselines=false",
+        "rerank.retriever.experiment=s3rec_beauty_sasrec",
+        f"rerank.retriever.overrides=['data.path={demo_dir}','data.source=null','trainer.max_epochs=1']",
+    ]
+    metrics, _ = train(rerank_run(run_dir, demo_dir, *overrides))
+    retriever = json.loads((run_dir / "retriever" / "metrics.json").read_text())
+    assert retriever["fit/epochs"] == 1  # its own overrides apply
+    assert not any(k.startswith("popularity/") for k in retriever)  # how the command runs
+    assert Path(retriever["checkpoint"]).is_relative_to(run_dir / "retriever")
+    assert metrics["retriever/test/ndcg@10"] >= 0
+    train(rerank_run(run_dir, demo_dir, *overrides))  # the rerun reuses it
+    assert json.loads((run_dir / "retriever" / "metrics.json").read_text()) == retriever
+
+
+@pytest.mark.parametrize(
+    ("overrides", "error"),
+    [
+        ([], "exactly one of ckpt_path"),
+        (
+            [
+                "rerank.retriever.ckpt_path=x.ckpt",
+                "rerank.retriever.experiment=s3rec_beauty_sasrec",
+            ],
+            "exactly one",
+        ),
+        (
+            ["rerank.retriever.ckpt_path=x.ckpt", "rerank.retriever.overrides=['seed=1']"],
+            "experiment only",
+        ),
+        (["rerank.retriever.ckpt_path=/nonexistent/best.ckpt"], "does not exist"),
+        (["rerank.retriever.experiment=s3rec_beauty_sasrec"], "same prepared data"),
+    ],
+)
+def test_wrong_retrievers_are_refused_before_training(tmp_path, demo_dir, overrides, error):  # noqa: F811
+    with pytest.raises((OptionError, CheckpointError), match=error):
+        train(rerank_run(tmp_path / "run", demo_dir, *overrides))
+    assert not (tmp_path / "run" / ".recsys-seq.json").exists()  # not even claimed
+
+
+def test_a_retriever_of_other_items_or_two_stages_is_refused(tmp_path, demo_dir, retriever_ckpt):  # noqa: F811
+    payload = torch.load(retriever_ckpt, weights_only=True)
+    payload["recsys_seq"]["model"]["item_fingerprint"] = "0" * 64
+    payload["recsys_seq"]["catalogue"] = None  # (its catalogue would no longer match either)
+    foreign = tmp_path / "foreign.ckpt"
+    torch.save(payload, foreign)
+    with pytest.raises(VocabularyMismatch):
+        train(rerank_run(tmp_path / "a", demo_dir, f"rerank.retriever.ckpt_path={foreign}"))
+    metrics, _ = train(
+        rerank_run(tmp_path / "b", demo_dir, f"rerank.retriever.ckpt_path={retriever_ckpt}")
+    )
+    with pytest.raises(CheckpointError, match="two-stage"):
+        train(
+            rerank_run(
+                tmp_path / "c", demo_dir, f"rerank.retriever.ckpt_path={metrics['checkpoint']}"
+            )
+        )
+    for run in ("a", "c"):
+        assert not (tmp_path / run / "checkpoints").exists()
+
+
+def test_a_ranker_that_cannot_rerank_is_refused_before_the_retriever_trains(tmp_path, demo_dir):  # noqa: F811
+    overrides = [
+        "rerank.retriever.experiment=s3rec_beauty_sasrec",
+        f"rerank.retriever.overrides=['data.path={demo_dir}','data.source=null']",
+    ]
+    with pytest.raises(OptionError, match="candidate_bce"):
+        train(rerank_run(tmp_path / "run", demo_dir, "model=sasrec", *overrides))
+    assert not (tmp_path / "run" / "retriever").exists()
+
+
+def test_a_tampered_rerank_record_is_refused(tmp_path, demo_dir, retriever_ckpt):  # noqa: F811
+    metrics, _ = train(
+        rerank_run(tmp_path / "run", demo_dir, f"rerank.retriever.ckpt_path={retriever_ckpt}")
+    )
+    contents = torch.load(metrics["checkpoint"], weights_only=True)
+    for tamper in (
+        lambda r: r.update(_target_="os.system"),
+        lambda r: r["options"].update(candidates=-1),
+        lambda r: r["retriever"]["scorer"].update(name="target_attention"),
+        lambda r: r["retriever"].update(num_items=3),
+    ):
+        broken = copy.deepcopy(contents)
+        tamper(broken["recsys_seq"]["rerank"])
+        path = tmp_path / "broken.ckpt"
+        torch.save(broken, path)
+        with pytest.raises(CheckpointError):
+            load(path)
