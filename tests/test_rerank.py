@@ -6,12 +6,16 @@ import json
 from pathlib import Path
 
 import numpy as np
+import polars as pl
 import pytest
 import torch
 
 import recsys_seq
+from data_prep import schema
 from recsys_seq.checkpoint import CheckpointError, VocabularyMismatch, load
 from recsys_seq.cli.evaluate import evaluate
+from recsys_seq.cli.export import TwoStageRanker, example_inputs, export
+from recsys_seq.cli.recommend import recommend
 from recsys_seq.cli.train import train
 from recsys_seq.data import PaddedBatchCollator, Stage, WindowDataset
 from recsys_seq.metrics import target_rank
@@ -281,6 +285,11 @@ def test_the_rerank_spec_refuses_what_cannot_work():
             rerank_spec(rerank.retriever, bad, ranker)
 
 
+def _user_indices(prepared: Path) -> dict:
+    users = pl.read_parquet(prepared / schema.USERS_FILE)
+    return dict(zip(users[schema.ORIGINAL_ID].to_list(), users[schema.USER].to_list(), strict=True))
+
+
 # -- end to end --------------------------------------------------------------------------
 
 SHORT = [
@@ -312,7 +321,12 @@ def test_a_two_stage_run_logs_pipeline_retriever_and_ranker_and_serves(
 ):
     run_dir = tmp_path / "run"
     metrics, objects = train(
-        rerank_run(run_dir, demo_dir, f"rerank.retriever.ckpt_path={retriever_ckpt}")
+        rerank_run(
+            run_dir,
+            demo_dir,
+            f"rerank.retriever.ckpt_path={retriever_ckpt}",
+            "model.exclude_history=true",
+        )
     )
     for key in (
         "test/ndcg@10",
@@ -339,6 +353,50 @@ def test_a_two_stage_run_logs_pipeline_retriever_and_ranker_and_serves(
     top = model.recommend(history, k=30)
     assert len(top.items) == 30 and not set(top.items) & set(history)
     assert top.scores[:20] == sorted(top.scores[:20], reverse=True)
+
+    # recsys-recommend serves the final ranking: its top 5 hit as often as evaluation says
+    full, _ = evaluate(compose_config("eval", tmp_path / "full", [f"ckpt_path={checkpoint}"]))
+    frame, info = recommend(
+        compose_config(
+            "recommend",
+            tmp_path / "rec",
+            [f"ckpt_path={checkpoint}", "stage=test", "k=5", f"output={tmp_path / 'recs.parquet'}"],
+        ),
+        show_progress=False,
+    )
+    targets = {}
+    for batch in info["datamodule"].dataloader("test", num_replicas=1, rank=0):
+        targets |= dict(zip(batch["user"].tolist(), batch["target"].tolist(), strict=True))
+    items = pl.read_parquet(info["datamodule"].path / schema.ITEMS_FILE)
+    index_of = dict(
+        zip(items[schema.ORIGINAL_ID].to_list(), items[schema.ITEM].to_list(), strict=True)
+    )
+    user_index = _user_indices(info["datamodule"].path)
+    hits = sum(
+        targets[user_index[user]] in {index_of[i] for i in group["item_id"]}
+        for (user,), group in frame.group_by("user_id")
+    )
+    assert frame.group_by("user_id").len()["len"].max() == 5
+    assert hits / len(targets) == pytest.approx(full["test/hr@5"], abs=1e-9)
+
+    # the exported program gives the eager model's candidates in the same order
+    output = tmp_path / "pipeline.pt2"
+    export(
+        compose_config(
+            "export",
+            tmp_path / "export",
+            [f"ckpt_path={checkpoint}", f"output={output}", "exclude_history=true"],
+        )
+    )
+    program = torch.export.load(output).module()
+    for size, length in ((1, 3), (5, 7)):
+        inputs = example_inputs(TwoStageRanker(task, exclude_history=True), size, length, seed=size)
+        with torch.no_grad():
+            expected_items, expected_scores = TwoStageRanker(task, exclude_history=True)(*inputs)
+            items, scores = program(*inputs)
+        assert torch.equal(items, expected_items)
+        torch.testing.assert_close(scores, expected_scores)
+        assert not (items[:, :, None] == inputs[0][:, None, :]).any()
 
 
 def test_one_command_trains_the_retriever_then_reuses_it(tmp_path, demo_dir):  # noqa: F811
@@ -431,3 +489,18 @@ def test_a_tampered_rerank_record_is_refused(tmp_path, demo_dir, retriever_ckpt)
         torch.save(broken, path)
         with pytest.raises(CheckpointError):
             load(path)
+
+
+@pytest.mark.slow
+def test_two_processes_evaluate_a_pipeline_exactly_like_one(tmp_path, demo_dir, retriever_ckpt):  # noqa: F811
+    metrics, _ = train(
+        rerank_run(tmp_path / "run", demo_dir, f"rerank.retriever.ckpt_path={retriever_ckpt}")
+    )
+    checkpoint = metrics["checkpoint"]
+    ddp = ["trainer=ddp_cpu", "trainer.devices=2", "trainer.strategy=ddp_spawn"]
+    one, _ = evaluate(compose_config("eval", tmp_path / "one", [f"ckpt_path={checkpoint}"]))
+    two, _ = evaluate(compose_config("eval", tmp_path / "two", [f"ckpt_path={checkpoint}", *ddp]))
+    keys = [k for k in one if k.split("/")[0] in ("test", "retriever", "ranker")]
+    assert {k.split("/")[0] for k in keys} == {"test", "retriever", "ranker"}
+    for key in keys:
+        assert two[key] == pytest.approx(one[key], abs=1e-6), key

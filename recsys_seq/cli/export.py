@@ -15,8 +15,10 @@ Batch size B and sequence length T are dynamic (T up to the model's ``max_len``)
 (:class:`~recsys_seq.models.NextItemModel`, no Lightning inside): PAD (column 0) is ``-inf``;
 with ``exclude_history=true`` the input items are ``-inf`` too. Models with side features take
 them as further ``(B, T)`` long inputs, in the order of ``NextItemScorer.feature_names``.
-Supported: models with the dot-product scorer (sasrec, gru, and any encoder); DIN's target
-attention scores the catalogue in a loop of chunks, which is not exported.
+Supported: models with the dot-product scorer (sasrec, gru, and any encoder), and two-stage
+models (``rerank=topk``), exported as :class:`TwoStageRanker`: ``program(items, mask)`` ->
+``(candidates (B, K), scores (B, K))``, the retriever's top-K in the ranker's order. DIN alone
+scores the catalogue in a loop of chunks, which is not exported.
 
 Formats. ``.pt2`` (torch.export, preferred) keeps B and T symbolic for the self-attention
 encoder; ``nn.GRU`` is unrolled over time by torch.export, which fixes T, so a GRU model is
@@ -44,7 +46,7 @@ from data_prep.errors import exit_on_user_error, run_command
 from data_prep.publish import publishing, register_kind
 from recsys_seq import checkpoint, configs
 from recsys_seq.cli import runs
-from recsys_seq.models import NextItemModel
+from recsys_seq.models import NextItemModel, TwoStageTask
 from recsys_seq.models.encoders.gru import GRUEncoder
 from recsys_seq.models.ranking import rankable_scores
 from recsys_seq.models.scorers import DotProductScorer
@@ -82,7 +84,8 @@ class NextItemScorer(nn.Module):
             )
         self.model = model.eval()
         self.exclude_history = exclude_history
-        self.feature_names = list(model.embedder.features)
+        self.feature_tables = dict(model.embedder.features)
+        self.feature_names = list(self.feature_tables)
 
     def forward(self, items: torch.Tensor, mask: torch.Tensor, *features: torch.Tensor):
         """
@@ -100,8 +103,35 @@ class NextItemScorer(nn.Module):
         return rankable_scores(self.model.score_next(batch), exclude)
 
 
+class TwoStageRanker(nn.Module):
+    """``(items, mask, *side features) -> (candidates (B, K), scores (B, K))`` of a two-stage
+    model: the retriever's top-K (input items excluded with ``exclude_history``) in the
+    ranker's order, with the ranker's scores (:meth:`Candidates.ranked`).
+
+    Args:
+        task: a trained :class:`TwoStageTask` (put in eval mode).
+        exclude_history: never return an input item.
+    """
+
+    def __init__(self, task: TwoStageTask, exclude_history: bool = False) -> None:
+        super().__init__()
+        self.task = task.eval()
+        self.model = task.retriever  # what sizes the inputs (items, features, max_len)
+        self.exclude_history = exclude_history
+        # the side features either stage reads
+        self.feature_tables = dict(task.retriever.embedder.features) | dict(
+            task.model.embedder.features
+        )
+        self.feature_names = list(self.feature_tables)
+
+    def forward(self, items: torch.Tensor, mask: torch.Tensor, *features: torch.Tensor):
+        batch = {"items": items, "mask": mask, "lengths": mask.sum(1)}
+        batch |= dict(zip(self.feature_names, features, strict=True))
+        return self.task.candidates(batch, items if self.exclude_history else None).ranked()
+
+
 def example_inputs(
-    scorer: NextItemScorer, batch_size: int, length: int, seed: int = 0
+    scorer: NextItemScorer | TwoStageRanker, batch_size: int, length: int, seed: int = 0
 ) -> tuple[torch.Tensor, ...]:
     """Random right-padded inputs: one row of full length, the others shorter."""
     generator = torch.Generator().manual_seed(seed)
@@ -112,7 +142,7 @@ def example_inputs(
     items = torch.randint(1, num_items + 1, (batch_size, length), generator=generator) * mask
     features = [
         torch.randint(1, table.num_embeddings, (batch_size, length), generator=generator) * mask
-        for table in scorer.model.embedder.features.values()
+        for table in scorer.feature_tables.values()
     ]
     return (items, mask, *features)
 
@@ -122,7 +152,7 @@ def max_length(model: NextItemModel) -> int | None:
     return getattr(model.encoder, "max_len", None)
 
 
-def export_program(scorer: NextItemScorer) -> torch.export.ExportedProgram:
+def export_program(scorer: NextItemScorer | TwoStageRanker) -> torch.export.ExportedProgram:
     """``torch.export`` with a dynamic batch size and sequence length."""
     if isinstance(scorer.model.encoder, GRUEncoder):
         raise OptionError(
@@ -137,7 +167,7 @@ def export_program(scorer: NextItemScorer) -> torch.export.ExportedProgram:
         return torch.export.export(scorer, inputs, dynamic_shapes=dynamic, strict=False)
 
 
-def trace(scorer: NextItemScorer) -> torch.jit.ScriptModule:
+def trace(scorer: NextItemScorer | TwoStageRanker) -> torch.jit.ScriptModule:
     """A TorchScript trace; shapes stay dynamic (every op used reads sizes from its inputs)."""
     inputs = example_inputs(scorer, batch_size=3, length=min(5, max_length(scorer.model) or 5))
     with torch.no_grad(), warnings.catch_warnings():
@@ -174,13 +204,19 @@ def export(cfg: DictConfig) -> dict[str, Any]:
         raise OptionError(f"output must end in one of {', '.join(FORMATS)}, got {output}.")
     trained = checkpoint.open_checkpoint(options.ckpt_path)
     spec = trained.spec
-    if spec.scorer.name != "dot_product":
+    if trained.rerank is not None:
+        task = trained.build()
+        scorer = TwoStageRanker(task, exclude_history=options.exclude_history)
+        model = task.retriever
+    elif spec.scorer.name != "dot_product":
         raise OptionError(
-            f"recsys-export supports models with the dot_product scorer, not {spec.name} "
-            f"(scorer {spec.scorer.name})."
+            f"recsys-export supports models with the dot_product scorer and two-stage models, "
+            f"not {spec.name} alone (scorer {spec.scorer.name}: it scores the catalogue in a "
+            "loop of chunks)."
         )
-    model = trained.build().model
-    scorer = NextItemScorer(model, exclude_history=options.exclude_history)
+    else:
+        model = trained.build().model
+        scorer = NextItemScorer(model, exclude_history=options.exclude_history)
     inputs = [Path(options.ckpt_path)]
     with publishing(output, EXPORT, folder=False, inputs=inputs) as tmp:
         if output.suffix == ".pt2":
@@ -192,7 +228,7 @@ def export(cfg: DictConfig) -> dict[str, Any]:
     return {"model": model, "spec": spec, "scorer": scorer, "output": output}
 
 
-def export_onnx(scorer: NextItemScorer, path: Path) -> None:
+def export_onnx(scorer: NextItemScorer | TwoStageRanker, path: Path) -> None:
     try:
         import onnxscript  # noqa: F401  (torch.onnx's exporter needs it)
     except ImportError:
@@ -207,7 +243,7 @@ def export_onnx(scorer: NextItemScorer, path: Path) -> None:
         inputs,
         dynamo=True,
         input_names=names,
-        output_names=["scores"],
+        output_names=["candidates", "scores"] if isinstance(scorer, TwoStageRanker) else ["scores"],
         dynamic_shapes=tuple({0: "batch", 1: "seq"} for _ in inputs),
     )
     program.model.metadata_props[ARTIFACT_KEY] = EXPORT
@@ -219,6 +255,14 @@ def export_onnx(scorer: NextItemScorer, path: Path) -> None:
 def _main(cfg: DictConfig) -> None:
     result = export(cfg)
     model = result["model"]
+    if isinstance(result["scorer"], TwoStageRanker):
+        print(
+            f"Exported the two-stage {result['spec'].name} (retriever's top "
+            f"{result['scorer'].task.num_candidates} re-ranked; inputs: items, mask"
+            f"{''.join(', ' + n for n in result['scorer'].feature_names)}; outputs: candidates, "
+            f"scores in the final order) to {result['output']}"
+        )
+        return
     print(
         f"Exported {result['spec'].name} (encoder + scorer over "
         f"{model.embedder.num_items:,} items; "

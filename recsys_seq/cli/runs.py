@@ -143,7 +143,7 @@ def print_results(metrics: Mapping[str, Any], model_name: str, stage: str = "tes
         row = [name, f"{ours:.4f}"]
         for other in others:
             theirs = metrics.get(f"{other}/{stage}/{name}", float("nan"))
-            shown = f"{ours / theirs:.1f}x" if other == "popularity" else f"{ours / theirs:.3f}x"
-            row += [f"{theirs:.4f}", shown if theirs > 0 else "-"]
+            digits = 1 if other == "popularity" else 3
+            row += [f"{theirs:.4f}", f"{ours / theirs:.{digits}f}x" if theirs > 0 else "-"]
         rows.append(row)
     print_table(columns, rows, title)

@@ -70,6 +70,12 @@ class Candidates:
     valid: torch.Tensor
     ranker_scores: torch.Tensor
 
+    def ranked(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(items, scores)``, each ``(B, K)``: the candidates in the ranker's order (ties
+        in the retriever's), with the ranker's scores; invalid ones last, at ``-inf``."""
+        scores, order = self.ranker_scores.sort(dim=1, descending=True, stable=True)
+        return self.items.gather(1, order), scores
+
     def positions(self, items: torch.Tensor) -> torch.Tensor:
         """``(B, M)`` 0-based pessimistic positions of ``items (B, M)`` in the final ranking:
         among the candidates, the ranker's rank; otherwise the retriever's rank (>= K)."""
@@ -285,8 +291,7 @@ class TwoStageTask(NextItemTask):
         in :meth:`NextItemTask.predict_step`."""
         exclude = batch.get("seen", batch["items"]) if self.exclude_history else None
         both = self.candidates(batch, exclude)
-        scores, order = both.ranker_scores.sort(dim=1, descending=True, stable=True)
-        items = both.items.gather(1, order)  # ties keep the retriever's order
+        items, scores = both.ranked()
         k = min(self.predict_k, both.retriever_scores.shape[1] - 1)
         if k > items.shape[1]:
             rest_scores, rest = both.retriever_scores.topk(k, dim=1)
