@@ -266,6 +266,52 @@ def test_training_moves_the_ranker_only(demo_dir):  # noqa: F811
     assert task.score_weight.item() != 1.0  # the retriever score's weight is learned
 
 
+@pytest.mark.parametrize("held", [1, 3])
+@pytest.mark.parametrize("max_len", [4, 12])
+def test_held_out_events_are_the_rankers_targets_and_never_the_retrievers(held, max_len):
+    data = sequences(random_histories(80, NUM_ITEMS, 20, seed=held), num_items=NUM_ITEMS)
+    retriever = WindowDataset(data, Stage.TRAIN, max_len, train_holdout=held)
+    ranker = WindowDataset(data, Stage.TRAIN, max_len, train_windows="holdout", train_holdout=held)
+    starts = data.offsets[:-1]
+    for user in range(len(data.users)):
+        end = data.train_end[user]
+        held_out = set(range(max(end - held, 1), end))  # positions in the user's history
+        mine = retriever.users == user
+        # the retriever's windows: every target before the held-out events, none of them
+        targets = {
+            t
+            for s, n in zip(retriever.starts[mine], retriever.lengths[mine], strict=True)
+            for t in range(s + 1 - starts[user], s + n + 1 - starts[user])
+        }
+        assert targets == set(range(1, max(end - held, 1)))
+        # the ranker's: one window per held-out event, its input the events just before it
+        rows = np.flatnonzero(ranker.users == user)
+        windows = ranker.__getitems__(rows.tolist()) if len(rows) else None
+        got = (
+            set()
+            if windows is None
+            else set((ranker.starts[rows] + ranker.lengths[rows] - starts[user]).tolist())
+        )
+        assert got == held_out
+        if windows is not None:
+            assert windows.next_items is None
+            history = data.items[starts[user] : starts[user] + end]
+            assert windows.target.tolist() == [history[p] for p in sorted(held_out)]
+            assert (windows.lengths.numpy() == np.minimum(sorted(held_out), max_len)).all()
+
+
+def test_a_held_out_batch_trains_the_ranker_on_its_whole_window():
+    task = two_stage(seed=9)
+    data = sequences(random_histories(40, NUM_ITEMS, 12, seed=1), num_items=NUM_ITEMS)
+    dataset = WindowDataset(data, Stage.TRAIN, 12, train_windows="holdout", train_holdout=1)
+    batch = PaddedBatchCollator()(dataset.__getitems__(list(range(len(dataset)))))
+    assert "targets" not in batch
+    task.train()
+    loss = task.training_step(batch, 0)
+    loss.backward()
+    assert torch.isfinite(loss) and task.model.embedder.items.weight.grad.abs().sum() > 0
+
+
 # -- options -----------------------------------------------------------------------------
 
 
@@ -304,7 +350,10 @@ SHORT = [
 @pytest.fixture(scope="module")
 def retriever_ckpt(tmp_path_factory, demo_dir):  # noqa: F811
     return short_checkpoint(
-        tmp_path_factory.mktemp("retriever"), demo_dir, "model.exclude_history=true"
+        tmp_path_factory.mktemp("retriever"),
+        demo_dir,
+        "model.exclude_history=true",
+        "data.train_holdout=1",  # the events the rankers below train on
     )
 
 
@@ -433,6 +482,10 @@ def test_one_command_trains_the_retriever_then_reuses_it(tmp_path, demo_dir):  #
         ),
         (["rerank.retriever.ckpt_path=/nonexistent/best.ckpt"], "does not exist"),
         (["rerank.retriever.experiment=s3rec_beauty_sasrec"], "same prepared data"),
+        (
+            ["data.train_holdout=0", "rerank.holdout=0", "data.train_windows=holdout"],
+            "set data.train_holdout",
+        ),
     ],
 )
 def test_wrong_retrievers_are_refused_before_training(tmp_path, demo_dir, overrides, error):  # noqa: F811
@@ -504,3 +557,15 @@ def test_two_processes_evaluate_a_pipeline_exactly_like_one(tmp_path, demo_dir, 
     assert {k.split("/")[0] for k in keys} == {"test", "retriever", "ranker"}
     for key in keys:
         assert two[key] == pytest.approx(one[key], abs=1e-6), key
+
+
+def test_a_retriever_that_trained_on_the_rankers_events_is_refused(tmp_path, demo_dir):  # noqa: F811
+    seen_all = short_checkpoint(tmp_path / "retriever", demo_dir)  # no data.train_holdout
+    with pytest.raises(OptionError, match="trained on them"):
+        train(rerank_run(tmp_path / "run", demo_dir, f"rerank.retriever.ckpt_path={seen_all}"))
+    metrics, _ = train(  # on the retriever's own windows instead, knowingly
+        rerank_run(
+            tmp_path / "own", demo_dir, f"rerank.retriever.ckpt_path={seen_all}", "rerank.holdout=0"
+        )
+    )
+    assert 0 <= metrics["test/ndcg@10"] <= 1

@@ -6,7 +6,8 @@ by the same command.
 
 A retriever named by ``experiment`` is trained first, into ``<run>/retriever`` (a run folder of
 its own: checkpoints, metrics, curves), with that experiment's model, epochs, schedule and
-patience; how the command runs carries over to it (devices, precision, ``fast_dev_run`` and
+patience, and ``data.train_holdout`` set to ``rerank.holdout`` (the events the ranker trains
+on); how the command runs carries over to it (devices, precision, ``fast_dev_run`` and
 batch limits, callbacks switched off, paths, seed, logger), its length does not (the
 ranker's ``trainer.max_epochs`` or ``max_time`` are the ranker's). A rerun of the command
 reuses a retriever that finished (its ``metrics.json`` names its best checkpoint).
@@ -75,16 +76,22 @@ class RetrieverPlan:
 
 
 def plan_retriever(
-    source: RetrieverSource, cfg: DictConfig, datamodule: SequenceDataModule, run_dir: Path
+    source: RetrieverSource,
+    cfg: DictConfig,
+    datamodule: SequenceDataModule,
+    run_dir: Path,
+    holdout: int,
 ) -> RetrieverPlan:
-    """Check the retriever ``source`` names against the ranker's data, before any work."""
+    """Check the retriever ``source`` names against the ranker's data, before any work: the
+    same prepared folder, and ``holdout`` training events per user it never trained on."""
     folder = run_dir / RETRIEVER_FOLDER
     if source.ckpt_path is not None:
-        return RetrieverPlan(folder, ready=_from_checkpoint(Path(source.ckpt_path), datamodule))
+        path = Path(source.ckpt_path)
+        return RetrieverPlan(folder, ready=_from_checkpoint(path, datamodule, holdout))
     finished = _finished_checkpoint(folder)
     if finished is not None:
-        return RetrieverPlan(folder, ready=_from_checkpoint(finished, datamodule))
-    config = retriever_config(source, cfg, folder)
+        return RetrieverPlan(folder, ready=_from_checkpoint(finished, datamodule, holdout))
+    config = retriever_config(source, cfg, folder, holdout)
     _check_same_data(config, datamodule)
     return RetrieverPlan(folder, config=config)
 
@@ -102,9 +109,12 @@ def obtain_retriever(
     return task.spec, task.model.state_dict()
 
 
-def retriever_config(source: RetrieverSource, cfg: DictConfig, folder: Path) -> DictConfig:
+def retriever_config(
+    source: RetrieverSource, cfg: DictConfig, folder: Path, holdout: int
+) -> DictConfig:
     """``recsys-train experiment=<source.experiment> <source.overrides>`` as a config, with
-    what says how the command runs carried over from ``cfg`` (module docstring)."""
+    what says how the command runs carried over from ``cfg`` (module docstring), and the
+    ranker's ``holdout`` events held out of its training."""
     overrides = [f"experiment={source.experiment}", *source.overrides]
     if GlobalHydra.instance().is_initialized():  # inside recsys-train
         composed = compose("train", overrides=overrides)
@@ -126,6 +136,7 @@ def retriever_config(source: RetrieverSource, cfg: DictConfig, folder: Path) -> 
             if callback is None:
                 composed.callbacks[name] = None
         composed.rerank = None
+        composed.data.train_holdout = holdout
     return composed
 
 
@@ -148,12 +159,20 @@ def _finished_checkpoint(folder: Path) -> Path | None:
 
 
 def _from_checkpoint(
-    path: Path, datamodule: SequenceDataModule
+    path: Path, datamodule: SequenceDataModule, holdout: int
 ) -> tuple[ModelSpec, dict[str, torch.Tensor]]:
     trained = open_checkpoint(path)
     if trained.rerank is not None:
         raise CheckpointError(f"{path} is a two-stage model; a retriever is a one-stage model.")
     check_same_items(trained.spec, datamodule.meta["item_fingerprint"], datamodule.path, path)
+    if trained.data.train_windows == "holdout" or trained.data.train_holdout < holdout:
+        raise OptionError(
+            f"rerank.holdout={holdout}: the ranker trains on each user's last {holdout} training "
+            f"event(s), but the retriever {path} trained on them (data.train_holdout="
+            f"{trained.data.train_holdout}). Train it with data.train_holdout={holdout} (as "
+            "rerank.retriever.experiment does), or set rerank.holdout=0 to train the ranker on "
+            "the retriever's own training windows."
+        )
     network = {
         name.removeprefix("model."): weight
         for name, weight in trained.weights.items()

@@ -7,6 +7,7 @@ recsys-train -m model.encoder.num_layers=1,2  # a Hydra sweep
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import warnings
 from pathlib import Path
@@ -32,7 +33,7 @@ from recsys_seq.cli.retriever import (
 )
 from recsys_seq.cli.trainer import build_trainer, check_trainer, trainer_errors
 from recsys_seq.data import SequenceDataModule
-from recsys_seq.data.options import data_options
+from recsys_seq.data.options import DataOptions, data_options
 from recsys_seq.models import ModelSpec, NextItemTask, build_model, rerank_spec
 from recsys_seq.models.spec import RerankOptions, check_ranker
 from recsys_seq.options import OptionError, as_plain
@@ -98,6 +99,8 @@ def train(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, Any]]:
     data = data_options(configs.plain(cfg.data))
     model_values = configs.model_values(cfg)
     rerank = rerank_options(cfg.get("rerank"))
+    if rerank is not None:
+        data = ranker_data(data, rerank[1])
     check_trainer(configs.plain(cfg.trainer))
     run_dir = check_run_folder(cfg.paths.output_dir)
     datamodule = runs.build_datamodule(data)
@@ -126,7 +129,7 @@ def train(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, Any]]:
     else:
         source, options = rerank
         check_ranker(spec, options)
-        plan = plan_retriever(source, cfg, datamodule, run_dir)
+        plan = plan_retriever(source, cfg, datamodule, run_dir, options.holdout)
         claim_run_folder(run_dir, inputs=[datamodule.path])
         model = two_stage_model(spec, plan, options, cfg.seed, datamodule, data.max_len)
     started = time.perf_counter()
@@ -158,6 +161,13 @@ def train(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, Any]]:
             runs.print_results(metrics, model_name=spec.name)
             print(f"Results: {path}\nCheckpoints: {run_dir / 'checkpoints'}")
     return metrics, {"datamodule": datamodule, "model": model, "trainer": trainer}
+
+
+def ranker_data(data: DataOptions, options: RerankOptions) -> DataOptions:
+    """The ranker's data: with ``rerank.holdout`` > 0 it trains on the held-out events only."""
+    if options.holdout == 0:
+        return data
+    return dataclasses.replace(data, train_windows="holdout", train_holdout=options.holdout)
 
 
 def two_stage_model(

@@ -38,7 +38,11 @@ class SequenceDataModule(L.LightningDataModule):
         max_len: longest input window; older events are dropped.
         train_windows: ``all`` trains on a user's whole training history, cut into
             consecutive windows of ``max_len`` targets; ``last`` on its last window only (the
-            original SASRec), which leaves most events of long histories unused.
+            original SASRec), which leaves most events of long histories unused; ``holdout``
+            on the ``train_holdout`` held-out events only, one window (and target) each.
+        train_holdout: hold out each user's last n training events from ``all``/``last``
+            training (a two-stage run's retriever), for a model that trains on them
+            (``holdout``: its ranker).
         batch_size: sequences per training batch (unless ``max_tokens`` is set).
         max_tokens: token budget per training batch (``longest x batch size``).
         eval_batch_size: sequences per validation/test batch.
@@ -63,6 +67,7 @@ class SequenceDataModule(L.LightningDataModule):
         path: str | Path | None = None,
         max_len: int = 50,
         train_windows: str = "all",
+        train_holdout: int = 0,
         batch_size: int = 128,
         max_tokens: int | None = None,
         eval_batch_size: int = 256,
@@ -87,6 +92,7 @@ class SequenceDataModule(L.LightningDataModule):
         self.path = Path(os.path.abspath(path if path is not None else Path(cache_dir) / source))
         self.max_len = max_len
         self.train_windows = train_windows
+        self.train_holdout = train_holdout
         self.batch_size = batch_size
         self.max_tokens = max_tokens
         self.eval_batch_size = eval_batch_size
@@ -172,6 +178,7 @@ class SequenceDataModule(L.LightningDataModule):
             stage,
             self.max_len,
             train_windows=self.train_windows,
+            train_holdout=self.train_holdout,
             **self.negatives,
             **self.evaluation,
         )

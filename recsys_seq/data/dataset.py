@@ -8,6 +8,9 @@ A *window* is the slice of a user's history a model reads for one stage:
   targets (``train_windows="all"``; the first may be shorter), or only the last of them
   (``"last"``); inputs are a window's events, targets the same slice shifted by one
   (next-item prediction at every position). Every training event is a target exactly once.
+  With ``train_holdout=h`` the last h training events are no one's target here; with
+  ``train_windows="holdout"`` they are the only targets, one window each (input
+  ``items[:p][-max_len:]``, ``target`` ``items[p]``, as in validation).
 * val: input ``items[:val_index][-max_len:]``, target ``items[val_index]``.
 * test: input ``items[:test_index][-max_len:]``, target ``items[test_index]``.
 * serve: input the whole known history's last ``max_len`` events, no target; the batch also
@@ -124,7 +127,9 @@ class WindowDataset(Dataset):
         data: the loaded prepared dataset.
         stage: which windows to expose.
         max_len: the longest input window a model reads (most recent events are kept).
-        train_windows: train only: ``all`` windows of the training history, or the ``last``.
+        train_windows: train only: ``all`` windows of the training history, the ``last``,
+            or the ``holdout`` events' windows.
+        train_holdout: train only: the last n training events of each user, held out.
         sampled_negatives: evaluation only: this many fixed negatives per user (drawn outside
             the user's history) for sampled-candidate metrics; 0 for none.
         negatives_from: ``uniform`` or ``popularity`` (training counts) sampling.
@@ -142,6 +147,7 @@ class WindowDataset(Dataset):
         stage: Stage | str,
         max_len: int,
         train_windows: str = "all",
+        train_holdout: int = 0,
         sampled_negatives: int = 0,
         negatives_from: str = "uniform",
         negatives_seed: int = 0,
@@ -150,15 +156,28 @@ class WindowDataset(Dataset):
     ) -> None:
         if max_len < 1:
             raise ValueError(f"max_len must be >= 1, got {max_len}")
-        if train_windows not in ("all", "last"):
-            raise ValueError(f"train_windows must be all or last, got {train_windows!r}")
+        if train_windows not in ("all", "last", "holdout"):
+            raise ValueError(f"train_windows must be all, last or holdout, got {train_windows!r}")
+        if train_holdout < 0 or (train_windows == "holdout" and train_holdout == 0):
+            raise ValueError(f"train_holdout must be >= 0 (>= 1 for holdout), got {train_holdout}")
         self.data = data
         self.stage = Stage(stage)
         self.max_len = max_len
         user_start = data.offsets[:-1]
         users = data.users
-        if self.stage is Stage.TRAIN:
-            targets = np.maximum(data.train_end - 1, 0)  # events 1..end-1 are targets
+        self.single_target = self.stage is not Stage.TRAIN or train_windows == "holdout"
+        if self.stage is Stage.TRAIN and train_windows == "holdout":
+            rows = np.repeat(np.arange(len(users)), train_holdout)  # (U * h,)
+            held = np.tile(np.arange(train_holdout), len(users))  # 0..h-1 per user
+            end = data.train_end[rows] - train_holdout + held
+            keep = end >= 1  # the held-out event at p has an input before it
+            rows, end = rows[keep], end[keep]
+            self.lengths = np.minimum(end, max_len)
+            self.starts = user_start[rows] + end - self.lengths
+            users = users[rows]
+        elif self.stage is Stage.TRAIN:
+            # events 1..end-1 are targets, end = the training events minus those held out
+            targets = np.maximum(data.train_end - train_holdout - 1, 0)
             windows = -(-targets // max_len) if train_windows == "all" else np.minimum(targets, 1)
             rows = np.repeat(np.arange(len(users)), windows)  # (W,) one per window
             back = jagged_positions(np.zeros_like(windows), windows)  # 0 = the last window
@@ -232,7 +251,7 @@ class WindowDataset(Dataset):
                 name: torch.from_numpy(values[flat]) for name, values in self.data.features.items()
             },
         )
-        if self.stage is Stage.TRAIN:
+        if self.stage is Stage.TRAIN and not self.single_target:
             windows.next_items = torch.from_numpy(items[flat + 1])
         elif self.stage is Stage.SERVE:
             rows = np.searchsorted(self.data.users, self.users[indices])

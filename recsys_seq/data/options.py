@@ -18,7 +18,8 @@ class DataOptions:
     source: str | None = None  # demo, or a shared dataset name (data=s3rec_beauty, ...)
     cache_dir: str = "data/prepared"  # where ``source`` is prepared, as <cache_dir>/<source>
     max_len: int = option(50, min=1)
-    train_windows: Literal["all", "last"] = "all"
+    train_windows: Literal["all", "last", "holdout"] = "all"
+    train_holdout: int = option(0, min=0)  # the last n training events of each user held out
     batch_size: int = option(128, min=1)
     max_tokens: int | None = option(None, min=1)
     eval_batch_size: int = option(256, min=1)
@@ -37,6 +38,11 @@ class DataOptions:
 
 def data_options(values: Mapping[str, Any]) -> DataOptions:
     options = checked(DataOptions, values, "data")
+    if options.train_windows == "holdout" and options.train_holdout == 0:
+        raise OptionError(
+            "data.train_windows=holdout trains on the held-out events: set data.train_holdout "
+            "to how many (e.g. 1)."
+        )
     if options.path is None and options.source is None:
         raise OptionError(
             "No data: pass data.path=<prepared dataset folder> (made by recsys-prep), or pick "

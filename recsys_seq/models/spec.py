@@ -144,6 +144,9 @@ class RerankOptions:
     retriever_score: bool = True  # the retriever's score enters the ranker's logit (learned weight)
     # the ranker's item (and side-feature) embeddings start as the retriever's trained ones
     init_from_retriever: bool = False
+    # each user's last n training events: the retriever never trains on them, the ranker only
+    # on them (0: the ranker trains on the retriever's own training windows)
+    holdout: int = option(1, min=0)
 
 
 @dataclass(frozen=True)
