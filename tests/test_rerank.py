@@ -175,7 +175,10 @@ def test_an_identity_ranker_reproduces_the_retrievers_metrics(negatives):
     rank = torch.cat(ranks)
     among = rank[rank < K].double()
     expected = float(((K - 1 - among) / (K - 1)).mean())
-    assert float(task.ranker_auc["test"].compute()["auc"]) == pytest.approx(expected, abs=1e-12)
+    ranker = task.candidate_auc["ranker/test"].compute()
+    assert float(ranker["auc"]) == pytest.approx(expected, abs=1e-12)
+    retriever_auc = task.candidate_auc["retriever/test"].compute()
+    assert all(float(ranker[k]) == float(retriever_auc[k]) for k in ("auc", "gauc"))
 
 
 def test_the_pipeline_ranks_every_user_once_and_counts_candidate_recall():
@@ -393,7 +396,7 @@ def test_a_two_stage_run_logs_pipeline_retriever_and_ranker_and_serves(
     assert isinstance(task, TwoStageTask) and task.num_candidates == 20
     eval_cfg = [f"ckpt_path={checkpoint}", "trainer.limit_test_batches=2"]  # as the run tested
     again, _ = evaluate(compose_config("eval", tmp_path / "eval", eval_cfg))
-    for key in ("test/ndcg@10", "retriever/test/ndcg@10", "ranker/test/gauc"):
+    for key in ("test/ndcg@10", "retriever/test/ndcg@10", "ranker/test/gauc", "retriever/test/auc"):
         assert again[key] == pytest.approx(metrics[key], abs=1e-6), key
 
     # serving: the ranker's order of the candidates, then the retriever's, never the history

@@ -29,8 +29,9 @@ training windows instead.
 
 Logged beside the pipeline's ``<stage>/<metric>@<k>``: ``retriever/<stage>/...`` (the retriever
 alone, the same users, with ``hr@K``, the candidate recall that bounds any re-ranker) and
-``ranker/<stage>/auc``/``gauc`` (the target against the other candidates, for users whose target
-is among them). All are sums over users, exact under DDP.
+``ranker/<stage>/auc``/``gauc`` beside ``retriever/<stage>/auc``/``gauc`` (the target against
+the other candidates, for users whose target is among them, in the ranker's and in the
+retriever's order). All are sums over users, exact under DDP.
 """
 
 from __future__ import annotations
@@ -128,7 +129,14 @@ class TwoStageTask(NextItemTask):
         self.retriever_sampled = nn.ModuleDict(
             {stage: SampledMetrics(spec.evaluated_ks) for stage in ("val", "test")}
         )
-        self.ranker_auc = nn.ModuleDict({stage: SampledAUC() for stage in ("val", "test")})
+        # within the candidates: the ranker's order, and the retriever's for comparison
+        self.candidate_auc = nn.ModuleDict(
+            {
+                f"{who}/{stage}": SampledAUC()
+                for who in ("ranker", "retriever")
+                for stage in ("val", "test")
+            }
+        )
 
     def start_from_retriever(self) -> None:
         """Copy the retriever's trained embeddings into the ranker's (``init_from_retriever``;
@@ -247,12 +255,15 @@ class TwoStageTask(NextItemTask):
         column = hit.to(torch.uint8).argmax(1, keepdim=True)
         others = torch.arange(both.items.shape[1] - 1, device=column.device)[None, :]
         others = others + (others >= column).long()  # every column but the target's
-        self.ranker_auc[stage].update(
-            both.ranker_scores.gather(1, column)[:, 0],
-            both.ranker_scores.gather(1, others),
-            weight=batch["lengths"],
-            valid=both.valid.gather(1, others) & hit.any(1, keepdim=True),
-        )
+        valid = both.valid.gather(1, others) & hit.any(1, keepdim=True)
+        retriever_scores = both.retriever_scores.gather(1, both.items)
+        for who, scores in (("ranker", both.ranker_scores), ("retriever", retriever_scores)):
+            self.candidate_auc[f"{who}/{stage}"].update(
+                scores.gather(1, column)[:, 0],
+                scores.gather(1, others),
+                weight=batch["lengths"],
+                valid=valid,
+            )
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
         self._update_stage(batch, "val")
@@ -272,13 +283,13 @@ class TwoStageTask(NextItemTask):
                 f"retriever/{stage}/sampled{n}/{k}": v.float()
                 for k, v in self.retriever_sampled[stage].compute().items()
             }
-        ranker = {
-            f"ranker/{stage}/{k}": v.float() for k, v in self.ranker_auc[stage].compute().items()
-        }
-        self.log_dict(retriever | ranker)
+        for who in ("ranker", "retriever"):
+            auc = self.candidate_auc[f"{who}/{stage}"]
+            retriever |= {f"{who}/{stage}/{k}": v.float() for k, v in auc.compute().items()}
+            auc.reset()
+        self.log_dict(retriever)
         self.retriever_metrics[stage].reset()
         self.retriever_sampled[stage].reset()
-        self.ranker_auc[stage].reset()
 
     def on_validation_epoch_end(self) -> None:
         super().on_validation_epoch_end()
