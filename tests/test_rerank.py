@@ -13,6 +13,7 @@ import torch
 import recsys_seq
 from data_prep import schema
 from recsys_seq.checkpoint import CheckpointError, VocabularyMismatch, load
+from recsys_seq.cli import runs
 from recsys_seq.cli.evaluate import evaluate
 from recsys_seq.cli.export import TwoStageRanker, example_inputs, export
 from recsys_seq.cli.recommend import recommend
@@ -572,3 +573,26 @@ def test_a_retriever_that_trained_on_the_rankers_events_is_refused(tmp_path, dem
         )
     )
     assert 0 <= metrics["test/ndcg@10"] <= 1
+
+
+def test_the_results_table_puts_the_retriever_beside_the_pipeline(capsys):
+    metrics = {
+        "test/ndcg@10": 0.0515,
+        "retriever/test/ndcg@10": 0.05,
+        "popularity/test/ndcg@10": 0.005,
+        "retriever/test/hr@100": 0.2,  # the candidate recall: the retriever's own row only
+    }
+    runs.print_results(metrics, model_name="din")
+    table = capsys.readouterr().out
+    header = next(line for line in table.splitlines() if "metric" in line)
+    assert [c.strip() for c in header.strip("|").split("|")] == [
+        "metric",
+        "din",
+        "retriever",
+        "vs retriever",
+        "popularity",
+        "ratio",
+    ]
+    row = next(line for line in table.splitlines() if "ndcg@10" in line)
+    assert "1.030x" in row and "10.3x" in row
+    assert "hr@100" not in table
