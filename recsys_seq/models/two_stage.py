@@ -39,6 +39,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from recsys_seq.data.facts import DataFacts
@@ -186,7 +187,12 @@ class TwoStageTask(NextItemTask):
             with torch.no_grad():
                 score = self.retriever.score(retriever_states, visible, flat)
             logits = self._with_retriever_score(logits, score)
-        loss = positive_first_bce(logits.view(candidates.shape))
+        logits = logits.view(candidates.shape)
+        if self.rerank.options.objective == "softmax":
+            first = torch.zeros(logits.shape[:-1], dtype=torch.long, device=logits.device)
+            loss = F.cross_entropy(logits.flatten(0, 1), first.flatten())
+        else:
+            loss = positive_first_bce(logits)
         self.log("train/loss", loss, prog_bar=True, batch_size=batch["lengths"].shape[0])
         return loss
 
