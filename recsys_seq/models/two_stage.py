@@ -7,8 +7,9 @@ catalogue. :class:`TwoStageTask` composes:
   in one product and hands each user its top-K (``rerank.candidates``), the history excluded
   when ``exclude_history``;
 * the **ranker**, the run's own model (DIN target attention over the history), which
-  re-scores those K, optionally with the retriever's score as a feature (added to its logit
-  with a learned weight starting at 1, the wide part of a wide-and-deep ranker).
+  re-scores those K, optionally with the retriever's score as a feature: the logit is
+  ``a * ranker + b * retriever score`` with learned ``a, b`` starting at ``(0, 1)``, so a
+  fresh pipeline ranks exactly as its retriever and training learns what to change.
 
 The final ranking is the ranker's order of the K candidates (ties in the retriever's order)
 followed by every other item in the retriever's order, so all-item metrics are defined for
@@ -120,9 +121,11 @@ class TwoStageTask(NextItemTask):
         self.rerank = rerank
         self.retriever = retriever.requires_grad_(False).eval()
         self.num_candidates = rerank.options.candidates
-        # the retriever's score in the ranker's logit: a learned weight, from 1 (the ranker
-        # starts from the retriever's order and learns what to change)
-        self.score_weight = nn.Parameter(torch.ones(())) if rerank.options.retriever_score else None
+        # with the retriever's score: logit = ranker_weight * ranker + score_weight * score,
+        # from (0, 1): the pipeline starts as the retriever's order and learns what to change
+        residual = rerank.options.retriever_score
+        self.ranker_weight = nn.Parameter(torch.zeros(())) if residual else None
+        self.score_weight = nn.Parameter(torch.ones(())) if residual else None
         ks = sorted({*spec.evaluated_ks, self.num_candidates})
         self.retriever_metrics = nn.ModuleDict(
             {stage: RankingMetrics(ks) for stage in ("val", "test")}
@@ -167,7 +170,9 @@ class TwoStageTask(NextItemTask):
         return Candidates(retriever_scores, items, valid, ranker_scores)
 
     def _with_retriever_score(self, logits: torch.Tensor, score: torch.Tensor) -> torch.Tensor:
-        return logits if self.score_weight is None else logits + self.score_weight * score
+        if self.score_weight is None:
+            return logits
+        return self.ranker_weight * logits + self.score_weight * score
 
     # -- training ----------------------------------------------------------------------
 
