@@ -12,7 +12,7 @@ import torch
 
 import recsys_seq
 from data_prep import schema
-from recsys_seq.checkpoint import CheckpointError, VocabularyMismatch, load
+from recsys_seq.checkpoint import CheckpointError, VocabularyMismatch, load, open_checkpoint
 from recsys_seq.cli import runs
 from recsys_seq.cli.evaluate import evaluate
 from recsys_seq.cli.export import TwoStageRanker, example_inputs, export
@@ -367,7 +367,7 @@ def retriever_ckpt(tmp_path_factory, demo_dir):  # noqa: F811
         tmp_path_factory.mktemp("retriever"),
         demo_dir,
         "model.exclude_history=true",
-        "data.train_holdout=1",  # the events the rankers below train on
+        "data.train_holdout=1",  # fits rankers with rerank.holdout=1 too
     )
 
 
@@ -469,13 +469,16 @@ def test_one_command_trains_the_retriever_then_reuses_it(tmp_path, demo_dir):  #
         "rerank.retriever.experiment=s3rec_beauty_sasrec",
         f"rerank.retriever.overrides=['data.path={demo_dir}','data.source=null','trainer.max_epochs=1']",
     ]
-    metrics, _ = train(rerank_run(run_dir, demo_dir, *overrides))
+    metrics, _ = train(rerank_run(run_dir, demo_dir, *overrides, "rerank.holdout=1"))
     retriever = json.loads((run_dir / "retriever" / "metrics.json").read_text())
     assert retriever["fit/epochs"] == 1  # its own overrides apply
+    # it never trained on the events the ranker trains on
+    assert open_checkpoint(retriever["checkpoint"]).data.train_holdout == 1
+    assert open_checkpoint(metrics["checkpoint"]).data.train_windows == "holdout"
     assert not any(k.startswith("popularity/") for k in retriever)  # how the command runs
     assert Path(retriever["checkpoint"]).is_relative_to(run_dir / "retriever")
     assert metrics["retriever/test/ndcg@10"] >= 0
-    train(rerank_run(run_dir, demo_dir, *overrides))  # the rerun reuses it
+    train(rerank_run(run_dir, demo_dir, *overrides, "rerank.holdout=1"))  # the rerun reuses it
     assert json.loads((run_dir / "retriever" / "metrics.json").read_text()) == retriever
 
 
@@ -576,11 +579,16 @@ def test_two_processes_evaluate_a_pipeline_exactly_like_one(tmp_path, demo_dir, 
 def test_a_retriever_that_trained_on_the_rankers_events_is_refused(tmp_path, demo_dir):  # noqa: F811
     seen_all = short_checkpoint(tmp_path / "retriever", demo_dir)  # no data.train_holdout
     with pytest.raises(OptionError, match="trained on them"):
-        train(rerank_run(tmp_path / "run", demo_dir, f"rerank.retriever.ckpt_path={seen_all}"))
-    metrics, _ = train(  # on the retriever's own windows instead, knowingly
-        rerank_run(
-            tmp_path / "own", demo_dir, f"rerank.retriever.ckpt_path={seen_all}", "rerank.holdout=0"
+        train(
+            rerank_run(
+                tmp_path / "run",
+                demo_dir,
+                f"rerank.retriever.ckpt_path={seen_all}",
+                "rerank.holdout=1",
+            )
         )
+    metrics, _ = train(  # on the retriever's own windows instead, knowingly
+        rerank_run(tmp_path / "own", demo_dir, f"rerank.retriever.ckpt_path={seen_all}")
     )
     assert 0 <= metrics["test/ndcg@10"] <= 1
 

@@ -146,10 +146,10 @@ class RerankOptions:
     init_from_retriever: bool = False
     # each user's last n training events: the retriever never trains on them, the ranker only
     # on them (0: the ranker trains on the retriever's own training windows)
-    holdout: int = option(1, min=0)
-    # the ranker's objective over (target, its negatives): DIN's pointwise binary
-    # cross-entropy, or a softmax cross-entropy over them (listwise: the target first)
-    objective: Literal["bce", "softmax"] = "bce"
+    holdout: int = option(0, min=0)
+    # the ranker's objective over (target, its negatives): a softmax cross-entropy over them
+    # (listwise), or DIN's pointwise binary cross-entropy
+    objective: Literal["bce", "softmax"] = "softmax"
 
 
 @dataclass(frozen=True)

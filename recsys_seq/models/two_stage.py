@@ -20,13 +20,12 @@ Evaluation costs K ranker scores per user, not N.
 Training shows the ranker what it will face: the item after a window against negatives mined
 from the retriever's top-K *for that window* (its view of it only: the encoders are causal,
 and the retriever never saw validation or test events), mixed with uniform ones
-(``rerank.hard_negatives``). The ranker trains on events the retriever did not train on
-(``rerank.holdout``: each user's last training events, held out of the retriever's training
-by ``data.train_holdout``, the ranker's ``data.train_windows=holdout``): on its own training
-events a retriever has memorised the answer (S3-Rec Beauty: the next item in its top 10 for
-72% of training cuts, 9% of validation users), and a ranker trained there learns to trust it.
-With ``rerank.holdout=0`` the ranker trains at random cut points of the retriever's own
-training windows instead.
+(``rerank.hard_negatives``), under a listwise softmax (or DIN's pointwise BCE). By default
+the windows are the retriever's own training windows, at random cut points, where it has
+memorised the answer (S3-Rec Beauty: the next item in its top 10 for 72% of training cuts, 9%
+of validation users). ``rerank.holdout=n`` trains the ranker on events the retriever never
+trained on instead: each user's last n training events, held out of the retriever's training
+by ``data.train_holdout`` (the ranker's ``data.train_windows=holdout``).
 
 Logged beside the pipeline's ``<stage>/<metric>@<k>``: ``retriever/<stage>/...`` (the retriever
 alone, the same users, with ``hr@K``, the candidate recall that bounds any re-ranker) and
