@@ -51,6 +51,8 @@ def quiet_console() -> None:
     warnings.filterwarnings("ignore", message=".*when logging on epoch level in distributed")
     # our sampler returns every index exactly once in prediction (drop_last is not a thing)
     warnings.filterwarnings("ignore", message=".*custom batch sampler .* for prediction")
+    # a two-stage model's frozen retriever stays in eval mode on purpose (TwoStageTask.train)
+    warnings.filterwarnings("ignore", message=r".*module\(s\) in eval mode at the start")
 
 
 def quiet_lightning() -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import time
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -188,8 +187,6 @@ def two_stage_model(
     model.retriever.load_state_dict(weights)
     if options.init_from_retriever:
         model.start_from_retriever()
-    # the frozen retriever stays in eval mode on purpose
-    warnings.filterwarnings("ignore", message=r".*module\(s\) in eval mode at the start")
     return model
 
 

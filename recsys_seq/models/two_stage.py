@@ -43,7 +43,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from recsys_seq.data.facts import DataFacts
-from recsys_seq.metrics import RankingMetrics, SampledMetrics, target_rank
+from recsys_seq.metrics import RankingMetrics, SampledMetrics
 from recsys_seq.metrics.auc import SampledAUC
 from recsys_seq.models.losses import CandidateBCELoss, cut_visibility, positive_first_bce
 from recsys_seq.models.network import NextItemModel
@@ -84,12 +84,18 @@ class Candidates:
         scores, order = self.ranker_scores.sort(dim=1, descending=True, stable=True)
         return self.items.gather(1, order), scores
 
-    def positions(self, items: torch.Tensor) -> torch.Tensor:
+    def retriever_ranks(self, items: torch.Tensor) -> torch.Tensor:
+        """``(B, M)`` 0-based pessimistic ranks of ``items (B, M)`` in the retriever's order."""
+        return count_at_least(self.retriever_scores, self.retriever_scores.gather(1, items)) - 1
+
+    def positions(
+        self, items: torch.Tensor, retriever_rank: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """``(B, M)`` 0-based pessimistic positions of ``items (B, M)`` in the final ranking:
-        among the candidates, the ranker's rank; otherwise the retriever's rank (>= K)."""
-        retriever_rank = (
-            count_at_least(self.retriever_scores, self.retriever_scores.gather(1, items)) - 1
-        )
+        among the candidates, the ranker's rank; otherwise the retriever's rank (>= K), from
+        ``retriever_rank`` when the caller has it (:meth:`retriever_ranks`)."""
+        if retriever_rank is None:
+            retriever_rank = self.retriever_ranks(items)
         match = (items[:, :, None] == self.items[:, None, :]) & self.valid[:, None, :]  # (B, M, K)
         chosen = match.any(-1)
         column = match.to(torch.uint8).argmax(-1)  # (B, M): where each item is a candidate
@@ -253,8 +259,9 @@ class TwoStageTask(NextItemTask):
         exclude = batch["items"] if self.exclude_history else None
         both = self.candidates(batch, exclude)
         target = batch["target"][:, None]
-        full.update(both.positions(target)[:, 0])
-        self.retriever_metrics[stage].update(target_rank(both.retriever_scores, target[:, 0]))
+        retriever_rank = both.retriever_ranks(target)  # (B, 1), for both stages' metrics
+        full.update(both.positions(target, retriever_rank)[:, 0])
+        self.retriever_metrics[stage].update(retriever_rank[:, 0])
         if "negatives" in batch:
             items = torch.cat([target, batch["negatives"]], 1)
             sampled.update(-both.positions(items).double(), weight=batch["lengths"])
