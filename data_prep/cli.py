@@ -8,12 +8,14 @@ one line per finished stage; the summary table to stdout.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
+from data_prep.cluster import is_address
 from data_prep.conf import CONF_SEARCH_PATH
 from data_prep.errors import exit_on_user_error, run_command
 from data_prep.prep import prepare
@@ -93,7 +95,21 @@ def _main(cfg: DictConfig) -> None:
     summary(meta, plain["output"])
 
 
+def address_overrides(args: list[str]) -> list[str]:
+    """``cluster=tcp://host:8786`` as the overrides Hydra composes: ``cluster=address
+    cluster.address=tcp://host:8786`` (a config group's choice cannot be an address)."""
+    out = []
+    for arg in args:
+        key, _, value = arg.partition("=")
+        if key == "cluster" and is_address(value):
+            out += ["cluster=address", f"cluster.address={value}"]
+        else:
+            out.append(arg)
+    return out
+
+
 def main() -> None:
+    sys.argv[1:] = address_overrides(sys.argv[1:])
     run_command(_main, "recsys-prep")
 
 

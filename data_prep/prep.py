@@ -11,25 +11,36 @@ dataset the project wrote, never the input, a folder holding it or a user's fold
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import re
 import shutil
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 from omegaconf import OmegaConf
 
-from data_prep import artifacts, job, publish, refusals, schema, stats, temporaries
-from data_prep.checks import check_values
+from data_prep import (
+    artifacts,
+    cluster,
+    inputs,
+    job,
+    publish,
+    refusals,
+    schema,
+    stages,
+    stats,
+    temporaries,
+)
 from data_prep.conf import CONF_DIR
-from data_prep.formats import TIME_UNITS, has_clock, load_format, scan
+from data_prep.formats import TIME_UNITS, has_clock, load_format
 from data_prep.lines import parse_error
 from data_prep.option_checks import option_flag, option_int, option_list, option_number, option_time
 from data_prep.prep_error import PrepError
 from data_prep.progress import quiet
-from data_prep.schema import ROW
 
 PAD_TOKEN = "<pad>"
 PREPARED_DATASET = "prepared_dataset"
@@ -55,21 +66,25 @@ CHOICES = {
     "split": ("leave_one_out", "temporal"),
 }
 # options that do not change the result (left out of the fingerprint)
-NOT_FINGERPRINTED = ("input", "output", "name", "reuse_existing", "partitions", "features")
+NOT_FINGERPRINTED = (
+    "input", "output", "name", "reuse_existing", "partitions", "features", "cluster",
+)  # fmt: skip
 
 
 def defaults() -> dict[str, Any]:
     """Every prep option with its default, read from ``conf/prep.yaml``: the one owner of the
     options and of their documentation, for the command line and the Python API alike.
 
-    The format is the yaml's defaults-list choice (``format: csv``), by name, first as Hydra
-    composes it; the rest of the defaults list and the ``hydra:`` section configure Hydra,
-    not the job (and are left out before resolving: their interpolations need Hydra).
+    The format and the cluster are the yaml's defaults-list choices (``format: csv``,
+    ``cluster: null``), by name, first as Hydra composes them; the rest of the defaults list
+    and the ``hydra:`` section configure Hydra, not the job (and are left out before
+    resolving: their interpolations need Hydra).
     """
     cfg = OmegaConf.load(PREP_CONFIG)
-    (fmt,) = [c["format"] for c in cfg.pop("defaults") if isinstance(c, Mapping) and "format" in c]
+    choices = {k: v for c in cfg.pop("defaults") if isinstance(c, Mapping) for k, v in c.items()}
     cfg.pop("hydra")
-    return {"format": fmt, **OmegaConf.to_container(cfg, resolve=True)}
+    groups = {"format": choices["format"], "cluster": choices["cluster"]}
+    return {**groups, **OmegaConf.to_container(cfg, resolve=True)}
 
 
 def resolve_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
@@ -134,14 +149,14 @@ def resolve_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
     for key in ("start_time", "end_time", "split_cut"):
         out[key] = option_time(key, out[key], unit)
     out["reuse_existing"] = option_flag("reuse_existing", out["reuse_existing"])
+    out["cluster"] = cluster.resolve_cluster(out["cluster"])
     if out["name"] is None:
         out["name"] = Path(out["output"]).name
     return out
 
 
-def _features(cfg: Mapping[str, Any], raw: pl.LazyFrame) -> list[str]:
+def _features(cfg: Mapping[str, Any], columns: Mapping[str, pl.DataType]) -> list[str]:
     """Requested side features the log can provide (gap needs a real clock)."""
-    present = raw.collect_schema().names()
     features = []
     for name in cfg["side_features"]:
         if name == "gap":
@@ -151,28 +166,19 @@ def _features(cfg: Mapping[str, Any], raw: pl.LazyFrame) -> list[str]:
                     f"{cfg['format'].get('name')!r} has only the row order."
                 )
             features.append(name)
-        elif schema.SIDE_FEATURE_SOURCES[name] in present:
+        elif schema.SIDE_FEATURE_SOURCES[name] in columns:
             features.append(name)
     return features
 
 
-def _check_columns(cfg: Mapping[str, Any], raw: pl.LazyFrame) -> None:
-    present = raw.collect_schema().names()
+def _check_columns(cfg: Mapping[str, Any], columns: Mapping[str, pl.DataType]) -> None:
     needs = {"event_types": schema.RAW_EVENT, "min_rating": schema.RAW_RATING}
     for key, column in needs.items():
-        if cfg[key] is not None and column not in present:
+        if cfg[key] is not None and column not in columns:
             raise PrepError(
                 f"{key} needs a {column!r} column, and format {cfg['format'].get('name')!r} "
                 f"maps none for {cfg['input']}; set format.columns.{column}=<column>."
             )
-
-
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def fingerprint(cfg: Mapping[str, Any], input_sha256: str) -> str:
@@ -213,46 +219,86 @@ def prepare(cfg: Mapping[str, Any], stage=quiet) -> dict[str, Any]:
             filters), with a message naming the file and, where it applies, the line.
     """
     cfg = resolve_config(cfg)
-    path, out = Path(cfg["input"]), Path(cfg["output"])
+    out = Path(cfg["output"])
+    files = inputs.log_files(cfg["input"])
+    read = [*files, *inputs.read_folders(cfg["input"])]
     temporaries.recover(out)
-    raw = scan(path, cfg["format"])  # checks the file before planning the read
-    sha = file_sha256(path)
-    fp = fingerprint(cfg, sha)
-    if cfg["reuse_existing"] and is_same_dataset(out, fp):
-        return read_meta(out)
-    refusals.check_target(out, PREPARED_DATASET, folder=True, inputs=[path])  # before the work
-    _check_columns(cfg, raw)
-    cfg["features"] = _features(cfg, raw)
-    with stage(f"checking {path.name}"):
-        profile = check_values(
-            raw.with_row_index(ROW), path, cfg["format"], cfg["null_ids"] == "drop"
-        )
-    keep = (lambda existing: is_same_dataset(existing, fp)) if cfg["reuse_existing"] else None
-    with publish.publishing(
-        out, PREPARED_DATASET, folder=True, inputs=[path], keep_existing=keep
-    ) as tmp:
-        try:
-            result = job.run(raw, cfg, profile["rows"], tmp / "_work", tmp, stage)
-        except pl.exceptions.PolarsError as err:
-            if refusals.is_disk_error(err):
-                raise  # the output's file system, reported as such by publishing
-            raise parse_error(err, path, cfg["format"]) from None
-        shutil.rmtree(tmp / "_work", ignore_errors=True)
-        if result.lengths.len() == 0:
-            raise PrepError(
-                f"No users left in {path} after the filters (event_types="
-                f"{cfg['event_types']}, min_rating={cfg['min_rating']}, time window "
-                f"[{cfg['start_time']}, {cfg['end_time']}), min_user_events="
-                f"{cfg['min_user_events']}, min_item_events={cfg['min_item_events']}); "
-                "loosen them or check the column mapping."
-            )
-        meta = make_meta(cfg, result, fp, sha)
-        with stage("items, users, meta.json, histogram"):
-            result.items.write_parquet(tmp / schema.ITEMS_FILE)
-            result.users.write_parquet(tmp / schema.USERS_FILE)
-            stats.write_histogram(result.lengths, meta, tmp / schema.HISTOGRAM_FILE)
-            (tmp / schema.META_FILE).write_text(json.dumps(meta, indent=2, default=str) + "\n")
+    with _executor(cfg["cluster"], stage) as executor:
+        described = executor.map(stages.describe_file, files, cfg["format"])
+        sha = inputs.combined_sha256([digest for digest, _ in described])
+        fp = fingerprint(cfg, sha)
+        if cfg["reuse_existing"] and is_same_dataset(out, fp):
+            return read_meta(out)
+        refusals.check_target(out, PREPARED_DATASET, folder=True, inputs=read)  # before the work
+        columns = inputs.unify([columns for _, columns in described])
+        _check_columns(cfg, columns)
+        cfg["features"] = _features(cfg, columns)
+        with stage(f"checking {_what(cfg['input'], files)}"):
+            checked = executor.map(stages.check_file, files, cfg)
+        starts = [0, *itertools.accumulate(c.rows for c in checked)]
+        log = [inputs.LogFile(p, first, columns) for p, first in zip(files, starts, strict=False)]
+        keep = (lambda existing: is_same_dataset(existing, fp)) if cfg["reuse_existing"] else None
+        with publish.publishing(
+            out, PREPARED_DATASET, folder=True, inputs=read, keep_existing=keep
+        ) as tmp:
+            try:
+                result = job.run(
+                    log, cfg, starts[-1], _time_range(checked), tmp / "_work", tmp, stage, executor
+                )
+            except pl.exceptions.PolarsError as err:
+                if refusals.is_disk_error(err):
+                    raise  # the output's file system, reported as such by publishing
+                raise _read_error(err, files, cfg) from None
+            shutil.rmtree(tmp / "_work", ignore_errors=True)
+            if result.lengths.len() == 0:
+                raise PrepError(
+                    f"No users left in {cfg['input']} after the filters (event_types="
+                    f"{cfg['event_types']}, min_rating={cfg['min_rating']}, time window "
+                    f"[{cfg['start_time']}, {cfg['end_time']}), min_user_events="
+                    f"{cfg['min_user_events']}, min_item_events={cfg['min_item_events']}); "
+                    "loosen them or check the column mapping."
+                )
+            meta = make_meta(cfg, result, fp, sha)
+            with stage("items, users, meta.json, histogram"):
+                result.items.write_parquet(tmp / schema.ITEMS_FILE)
+                result.users.write_parquet(tmp / schema.USERS_FILE)
+                stats.write_histogram(result.lengths, meta, tmp / schema.HISTOGRAM_FILE)
+                (tmp / schema.META_FILE).write_text(json.dumps(meta, indent=2, default=str) + "\n")
     return read_meta(out) or meta
+
+
+@contextmanager
+def _executor(options: Mapping[str, Any] | None, stage) -> Iterator[Any]:
+    """The job's executor (:mod:`data_prep.cluster`); starting a cluster is a stage."""
+    with ExitStack() as stack:
+        if options is None:
+            yield stack.enter_context(cluster.open_executor(None))
+            return
+        with stage(f"starting the Dask cluster (cluster={options['kind']})"):
+            executor = stack.enter_context(cluster.open_executor(options))
+        yield executor
+
+
+def _what(spec: str, files: list[Path]) -> str:
+    return files[0].name if len(files) == 1 else f"{len(files)} files of {spec}"
+
+
+def _time_range(checked: list[stages.FileFacts]) -> tuple[int, int]:
+    """The log's first and last timestamps; without a clock, the row order's range."""
+    if checked[0].min_time is None:
+        return 0, sum(c.rows for c in checked)
+    return min(c.min_time for c in checked), max(c.max_time for c in checked)
+
+
+def _read_error(err: Exception, files: list[Path], cfg: Mapping[str, Any]) -> PrepError:
+    """A parser error during the job as a PrepError naming the file (and line) where it can."""
+    if len(files) == 1:
+        return parse_error(err, files[0], cfg["format"])
+    message = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    return PrepError(
+        f"Could not read the log {cfg['input']} ({len(files)} files) as format "
+        f"{cfg['format'].get('name')!r}: {message}."
+    )
 
 
 def make_meta(
@@ -263,7 +309,7 @@ def make_meta(
         lengths.to_numpy(), int(cfg["max_buckets"]), float(cfg["bucket_waste"])
     )
     vocab = {name: [PAD_TOKEN, *values] for name, values in result.vocab.items()}
-    config = {k: v for k, v in cfg.items() if k != "features"}
+    config = {k: v for k, v in cfg.items() if k not in ("features", "cluster")}
     return {
         schema.META_SCHEMA_VERSION: schema.SCHEMA_VERSION,
         "name": cfg["name"],

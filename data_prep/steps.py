@@ -2,14 +2,15 @@
 
 Each step says whether it is *row-wise* (streamable over the whole log), *per user* (needs all
 of a user's events: run on one user partition at a time, see :mod:`data_prep.job`) or *global*
-(small aggregates over every partition)::
+(over small aggregates of every partition; the k-core's rounds and the temporal cut are such
+reductions too, in :mod:`data_prep.stages`)::
 
     select_events    row-wise   row number, missing ids, event-type filter, rating threshold,
                                 time window
     order_and_dedup  per user   time order (timestamp, then row), de-duplication
-    k_core           global     iterate user/item count filters until both hold
-    split_cut        global     the temporal split's cut time
+    members          per user   the events of the k-core's users and items
     trim             per user   k-core members, time-gap codes, temporal trim, last max_len
+    frequency_codes  global     codes by descending count
     encode           per user   ids and side-feature codes, one row of parallel lists per user
 """
 
@@ -29,9 +30,10 @@ SECONDS = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
 GAP_BUCKETS = 33  # log2-second buckets: 0 s .. ~136 years
 
 
-def select_events(raw: pl.LazyFrame, cfg: Mapping[str, Any]) -> pl.LazyFrame:
-    """Row-wise filters; numbers rows first so ties keep the original file order."""
-    lf = raw.with_row_index(ROW)
+def select_events(raw: pl.LazyFrame, cfg: Mapping[str, Any], first_row: int = 0) -> pl.LazyFrame:
+    """Row-wise filters; numbers rows first (from ``first_row``, where this file starts in the
+    log's row order) so ties keep the original file order."""
+    lf = raw.with_row_index(ROW, offset=first_row)
     if cfg["null_ids"] == "drop":
         lf = lf.drop_nulls([USER, ITEM, TS])
     if cfg["event_types"]:
@@ -100,44 +102,6 @@ def order_and_dedup(
     return lf
 
 
-def k_core(
-    events: pl.LazyFrame, min_user: int, min_item: int, engine: str = "streaming"
-) -> tuple[pl.Series | None, pl.Series | None]:
-    """Users and items of the iterative k-core: every kept user has >= ``min_user`` events on
-    kept items and every kept item >= ``min_item`` events from kept users.
-
-    Each round recounts both sides over the events of the current members (one pass); it
-    stops when a round removes nobody, so the returned sets satisfy both bounds. A side whose
-    bound is 1 needs no filter and is returned as None (see :func:`members`); with one side
-    filtered, one round suffices (removing users never lowers another user's count).
-    """
-    if min_user <= 1 and min_item <= 1:
-        return None, None
-    users: pl.Series | None = None
-    items: pl.Series | None = None
-    while True:
-        lf = members(events, users, items)
-        queries = {}
-        if min_user > 1:
-            queries[USER] = lf.group_by(USER).agg(pl.len())
-        if min_item > 1:
-            queries[ITEM] = lf.group_by(ITEM).agg(pl.len())
-        counts = dict(
-            zip(queries, pl.collect_all(list(queries.values()), engine=engine), strict=True)
-        )
-        kept = {
-            key: frame.filter(pl.col("len") >= (min_user if key == USER else min_item))[key]
-            for key, frame in counts.items()
-        }
-        done = all(kept[key].len() == counts[key].height for key in kept)
-        users, items = kept.get(USER), kept.get(ITEM)
-        if done or len(kept) == 1:
-            return (
-                users.sort() if users is not None else None,
-                items.sort() if items is not None else None,
-            )
-
-
 def members(lf: pl.LazyFrame, users: pl.Series | None, items: pl.Series | None) -> pl.LazyFrame:
     """Events of the given users on the given items (None: no filter on that side)."""
     keep = [
@@ -146,12 +110,6 @@ def members(lf: pl.LazyFrame, users: pl.Series | None, items: pl.Series | None) 
         if values is not None
     ]
     return lf.filter(*keep) if keep else lf
-
-
-def split_cut(events: pl.LazyFrame, quantile: float) -> int:
-    """The temporal split's cut: the ``quantile`` of all kept events' timestamps."""
-    cut = events.select(pl.col(TS).quantile(quantile, "nearest")).collect(engine="streaming")
-    return int(cut.item())
 
 
 def trim(

@@ -377,7 +377,8 @@ def test_conf_formats_load():
 
 def test_python_defaults_are_the_composed_cli_config():
     """conf/prep.yaml is the one owner of the defaults: the Python API reads exactly what
-    Hydra composes for recsys-prep (the format by name, as the defaults list chooses it)."""
+    Hydra composes for recsys-prep (the format and the cluster by name, as the defaults list
+    chooses them; no cluster composes no key)."""
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
@@ -389,4 +390,5 @@ def test_python_defaults_are_the_composed_cli_config():
         composed = OmegaConf.to_container(compose("prep"), resolve=True)
     ours = defaults()
     assert ours["format"] == "csv" and composed["format"] == load_format("csv")
+    assert ours.pop("cluster") is None and "cluster" not in composed
     assert {**ours, "format": composed["format"]} == composed
