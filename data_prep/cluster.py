@@ -185,13 +185,18 @@ def open_executor(options: Mapping[str, Any] | None) -> Iterator[InProcess | Das
     if options is None:
         yield InProcess()
         return
-    with _quiet_scheduler(), _dask_executor(options) as executor:
+    try:
+        from distributed import Client
+    except ImportError:
+        raise PrepError(f"cluster={options['kind']} needs Dask: {INSTALL}.") from None
+    with _quiet_scheduler(), _dask_executor(options, Client) as executor:
         yield executor
 
 
 @contextmanager
 def _quiet_scheduler() -> Iterator[None]:
-    """Dask's own INFO lines (workers registered, keys released) are not the job's progress."""
+    """Dask's own INFO lines (workers registered, keys released) are not the job's progress
+    (set after Dask is imported: its import configures its loggers)."""
     logger = logging.getLogger("distributed")
     level = logger.level
     logger.setLevel(logging.WARNING)
@@ -202,11 +207,7 @@ def _quiet_scheduler() -> Iterator[None]:
 
 
 @contextmanager
-def _dask_executor(options: Mapping[str, Any]) -> Iterator[DaskExecutor]:
-    try:
-        from distributed import Client
-    except ImportError:
-        raise PrepError(f"cluster={options['kind']} needs Dask: {INSTALL}.") from None
+def _dask_executor(options: Mapping[str, Any], Client: Any) -> Iterator[DaskExecutor]:
     cluster, slots = None, 0
     if options["kind"] == "local":
         cluster, slots = local_cluster(options), options["workers"]
@@ -215,7 +216,7 @@ def _dask_executor(options: Mapping[str, Any]) -> Iterator[DaskExecutor]:
         cluster.scale(jobs=options["jobs"])
         slots = options["jobs"] * options["workers_per_job"]
     try:
-        client = Client(cluster if cluster is not None else options["address"], timeout="30s")
+        client = Client(cluster if cluster is not None else options["address"])
     except OSError as err:
         if cluster is not None:
             cluster.close()
@@ -244,7 +245,7 @@ def local_cluster(options: Mapping[str, Any]) -> Any:
         threads_per_worker=1,
         processes=True,
         memory_limit=options["memory_per_worker"] or "auto",
-        scheduler_kwargs={"dashboard": False},
+        scheduler_kwargs={"dashboard": False, "dashboard_address": ":0"},  # any free port
         silence_logs=logging.ERROR,
         env={"POLARS_MAX_THREADS": str(options["threads_per_worker"])},
     )
