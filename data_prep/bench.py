@@ -1,7 +1,8 @@
 """Benchmark of the prep job (not a test): events/s and peak memory at 50M events, and the
 same steps written in pandas on a smaller log for a side-by-side ratio.
 
-``recsys-bench task=prep output=FILE.json events=50000000 pandas_events=5000000 repeats=3``
+``recsys-bench task=prep output=FILE.json events=50000000 pandas_events=5000000 repeats=3
+workers=[1,2]``
 (:mod:`recsys_seq.cli.bench` checks the options and calls :func:`run_prep_benchmark`;
 ``events=0`` skips the big log). This module is the harness: it generates the logs
 (:mod:`data_prep.bench_log`), times the two jobs (:mod:`data_prep.bench_jobs`) and reports the
@@ -9,7 +10,11 @@ rows.
 
 Each measured job runs in its own subprocess, which reports its wall time and its peak
 resident memory (``ru_maxrss`` of that process: Polars' threads included, the generator and
-the parent excluded).
+the parent excluded). The big log is a folder of parquet parts, as a cluster keeps its logs;
+it is prepared in one process and then on a local Dask cluster of each of ``workers`` worker
+processes (``cluster=local``, the machine's cores shared out to their Polars threads), whose
+rows give the largest worker's peak memory (the figure that must stay bounded as the log
+grows) beside the client's; starting the cluster is not timed.
 
 Fairness: on the small log the two engines run alternately ``repeats`` times and the medians
 are compared (a shared machine is noisy). The pandas version
@@ -23,7 +28,9 @@ tenths of a second at 5M events), which count against it.
 from __future__ import annotations
 
 import json
+import os
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -33,34 +40,60 @@ from typing import Any
 
 from data_prep import publish
 from data_prep.bench_jobs import check_same_output, pandas_job, polars_job
-from data_prep.bench_log import generate_log
+from data_prep.bench_log import generate_log, generate_log_folder
 from data_prep.tables import Column, print_table
 
 
-def _child(engine: str, log: str, out: str) -> None:
-    """Subprocess entry: run one job, print its counts, seconds and own peak RSS as JSON."""
-    job = polars_job if engine == "polars" else pandas_job
+def _child(engine: str, log: str, out: str, workers: int = 0) -> None:
+    """Subprocess entry: run one job, print its counts, seconds and peak RSS as JSON (with
+    ``workers``, on a local Dask cluster of that many workers, and their largest peak)."""
     if engine == "polars":  # imports are not the job's work
         import matplotlib.figure  # noqa: F401
 
         import data_prep.prep  # noqa: F401
     else:
         import pandas  # noqa: F401
-    start = time.perf_counter()
-    counts = job(log, out)
-    seconds = time.perf_counter() - start
-    peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
-    print(json.dumps({**counts, "seconds": seconds, "peak_rss_mb": peak_kib / 1024}))
+    if not workers:
+        start = time.perf_counter()
+        counts = (polars_job if engine == "polars" else pandas_job)(log, out)
+        seconds, worker_peak = time.perf_counter() - start, None
+    else:
+        from distributed import Client
+
+        from data_prep.cluster import local_cluster
+
+        threads = max(1, (os.cpu_count() or 1) // workers)
+        options = {"workers": workers, "threads_per_worker": threads, "memory_per_worker": None}
+        with local_cluster(options) as running, Client(running) as client:
+            start = time.perf_counter()
+            counts = polars_job(log, out, cluster=running.scheduler_address)
+            seconds = time.perf_counter() - start
+            worker_peak = max(client.run(_own_peak_mb).values())
+    print(json.dumps({**counts, "seconds": seconds, **_peaks(_own_peak_mb(), worker_peak)}))
 
 
-def measure(engine: str, log: Path, events: int, out: Path) -> dict[str, Any]:
-    code = f"from data_prep.bench import _child; _child({engine!r}, {str(log)!r}, {str(out)!r})"
+def _own_peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+
+
+def _peaks(own: float, worker: float | None) -> dict[str, float]:
+    if worker is None:
+        return {"peak_rss_mb": own}
+    return {"peak_rss_mb": worker, "client_peak_rss_mb": own}
+
+
+def measure(engine: str, log: Path, events: int, out: Path, workers: int = 0) -> dict[str, Any]:
+    code = (
+        f"from data_prep.bench import _child; "
+        f"_child({engine!r}, {str(log)!r}, {str(out)!r}, {workers})"
+    )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     if res.returncode != 0:
         raise RuntimeError(f"{engine} job failed:\n{res.stderr[-3000:]}")
     row = json.loads(res.stdout.strip().splitlines()[-1])
     return {
-        "engine": engine,
+        "engine": f"dask, {workers} worker{'s' if workers > 1 else ''}" if workers else engine,
+        "workers": workers,
         "input_events": events,
         **row,
         "events_per_s": events / row["seconds"],
@@ -72,11 +105,16 @@ def run_prep_benchmark(
     pandas_events: int = 2_000_000,
     output: str | None = None,
     repeats: int = 1,
+    workers: list[int] | None = None,
 ) -> list[dict[str, Any]]:
     """Generate the logs, run the jobs, print a table, write JSON rows to ``output``.
 
     Returns one row per measurement and, per engine and log, a ``median`` row (the ratio is
     the ratio of the small log's median events/s).
+
+    Args:
+        workers: the local Dask clusters the big log is also prepared on, by worker count
+            (None: 1 and 2; ``[]``: none).
     """
     rows = []
     with tempfile.TemporaryDirectory(prefix="recsys-prep-bench-") as tmp:
@@ -91,11 +129,16 @@ def run_prep_benchmark(
         medians = [_median([r for r in rows if r["engine"] == e]) for e in ("polars", "pandas")]
         if events:
             start = time.perf_counter()
-            big = generate_log(tmp / "big.parquet", events, seed=0)
+            big = generate_log_folder(tmp / "big", events, seed=0)
             generated = time.perf_counter() - start
-            big_row = measure("polars", big, events, tmp / "out-polars-big")
-            rows.append({**big_row, "repeat": 0, "generate_seconds": generated})
-            medians.append({**rows[-1], "repeat": "median"})
+            for count in [0, *([1, 2] if workers is None else workers)]:
+                out = tmp / f"out-polars-big-{count}"
+                big_row = measure("polars", big, events, out, workers=count)
+                rows.append({**big_row, "repeat": 0, "generate_seconds": generated})
+                medians.append({**rows[-1], "repeat": "median"})
+                if count:  # the same tables as in one process, before a figure is reported
+                    check_same_output(tmp / "out-polars-big-0", out)
+                    shutil.rmtree(out)
     rows += medians
     ratio = medians[0]["events_per_s"] / medians[1]["events_per_s"]
     for row in rows:
@@ -119,7 +162,8 @@ def _median(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _print(rows: list[dict[str, Any]]) -> None:
     headings = ["engine", "run", "input events", "kept events", "users", "items", "s"]
-    columns = [Column(h, right=True) for h in [*headings, "events/s", "peak RSS"]]
+    tail = ["events/s", "peak RSS (per worker)", "client RSS"]
+    columns = [Column(h, right=True) for h in [*headings, *tail]]
     cells = [
         [
             r["engine"],
@@ -131,6 +175,7 @@ def _print(rows: list[dict[str, Any]]) -> None:
             f"{r['seconds']:.1f}",
             f"{r['events_per_s']:,.0f}",
             f"{r['peak_rss_mb']:,.0f} MB",
+            f"{r['client_peak_rss_mb']:,.0f} MB" if "client_peak_rss_mb" in r else "",
         ]
         for r in rows
     ]

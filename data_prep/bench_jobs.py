@@ -26,10 +26,11 @@ JOB = {
 }
 
 
-def polars_job(log: str, out: str) -> dict[str, Any]:
+def polars_job(log: str, out: str, cluster: str | None = None) -> dict[str, Any]:
+    """The prep job, in this process or on the Dask cluster at address ``cluster``."""
     from data_prep import prepare
 
-    meta = prepare({"input": log, "output": out, "format": FORMAT, **JOB})
+    meta = prepare({"input": log, "output": out, "format": FORMAT, "cluster": cluster, **JOB})
     return {"users": meta["users"], "items": meta["items"], "events": meta["events"]}
 
 
