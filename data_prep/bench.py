@@ -9,8 +9,8 @@ workers=[1,2]``
 rows.
 
 Each measured job runs in its own subprocess, which reports its wall time and its peak
-resident memory (``ru_maxrss`` of that process: Polars' threads included, the generator and
-the parent excluded). The big log is a folder of parquet parts, as a cluster keeps its logs;
+resident memory (the high-water mark of that process: Polars' threads included, the generator
+and the parent excluded). The big log is a folder of parquet parts, as a cluster keeps its logs;
 it is prepared in one process and then on a local Dask cluster of each of ``workers`` worker
 processes (``cluster=local``, the machine's cores shared out to their Polars threads), whose
 rows give the largest worker's peak memory (the figure that must stay bounded as the log
@@ -73,6 +73,14 @@ def _child(engine: str, log: str, out: str, workers: int = 0) -> None:
 
 
 def _own_peak_mb() -> float:
+    """This process's peak resident memory: Linux's ``VmHWM``, which starts afresh at exec
+    (``ru_maxrss`` keeps the forking parent's size, e.g. the harness's after comparing two
+    outputs); ``ru_maxrss`` elsewhere."""
+    status = Path("/proc/self/status")
+    if status.is_file():
+        for line in status.read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024  # kB
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 

@@ -22,9 +22,11 @@ on a cluster, the output (and the input) must be on storage that every worker se
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from omegaconf import OmegaConf
@@ -144,6 +146,9 @@ class InProcess:
     def map(self, fn: Callable, items: Sequence[Any], *args: Any) -> list[Any]:
         return [fn(item, *args) for item in items]
 
+    def check_shared(self, folder: Path) -> None:
+        """Nothing to check: the tasks run where the folder is."""
+
 
 class DaskExecutor:
     """Runs each map as one Dask task per item, retried ``retries`` times when it fails for
@@ -176,6 +181,18 @@ class DaskExecutor:
                 "usually memory: give the workers more (cluster.memory_per_worker, "
                 "cluster.memory_per_job) or the job more partitions (partitions=N)."
             ) from None
+
+    def check_shared(self, folder: Path) -> None:
+        """Refuse to start when a worker cannot see ``folder`` (the job's work folder beside
+        the output): its tasks would fail on files that are there."""
+        seen = self.client.run(os.path.isdir, str(folder))
+        blind = sorted(worker for worker, ok in seen.items() if not ok)
+        if blind:
+            raise PrepError(
+                f"{len(blind)} of {len(seen)} Dask worker(s) (e.g. {blind[0]}) cannot see "
+                f"{folder.parent}: the output folder, like the input, must be on storage "
+                "that every worker sees (a shared file system)."
+            )
 
 
 @contextmanager

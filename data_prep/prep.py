@@ -241,6 +241,7 @@ def prepare(cfg: Mapping[str, Any], stage=quiet) -> dict[str, Any]:
         with publish.publishing(
             out, PREPARED_DATASET, folder=True, inputs=read, keep_existing=keep
         ) as tmp:
+            executor.check_shared(tmp)
             try:
                 result = job.run(
                     log, cfg, starts[-1], _time_range(checked), tmp / "_work", tmp, stage, executor

@@ -397,3 +397,25 @@ def test_the_cut_is_polars_nearest_quantile_of_the_members(times, repeat, parts,
         store, list(range(parts)), stages.Core(None, None), cfg, time_range, InProcess(), quiet
     )
     assert cut == ts.quantile(quantile, "nearest")
+
+
+def test_a_column_only_some_files_have_is_missing_in_the_others(tmp_path):
+    folder = tmp_path / "log"
+    folder.mkdir()
+    pl.DataFrame(
+        {"user_id": [1, 1, 1], "item_id": [5, 6, 7], "timestamp": [1, 2, 3], "category": ["a"] * 3}
+    ).write_csv(folder / "a.csv")
+    pl.DataFrame({"user_id": [2, 2, 2], "item_id": [5, 6, 7], "timestamp": [1, 2, 3]}).write_csv(
+        folder / "b.csv"
+    )
+    meta = prepare({"input": str(folder), "output": str(tmp_path / "out")})
+    seqs = pl.read_parquet(tmp_path / "out" / schema.SEQUENCES_FILE)
+    assert meta["vocab"]["category"] == ["<pad>", "a"]
+    assert seqs["category"].to_list() == [[1, 1, 1], [schema.PAD] * 3]
+
+
+def test_workers_that_cannot_see_the_output_are_refused(tmp_path, dask_cluster):
+    with _executor(dask_cluster) as executor:
+        executor.check_shared(tmp_path)  # a folder every local worker sees
+        with pytest.raises(PrepError, match="2 of 2 Dask worker.*cannot see .*shared file system"):
+            executor.check_shared(tmp_path / "on-another-machine")
