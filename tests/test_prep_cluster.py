@@ -419,3 +419,21 @@ def test_workers_that_cannot_see_the_output_are_refused(tmp_path, dask_cluster):
         executor.check_shared(tmp_path)  # a folder every local worker sees
         with pytest.raises(PrepError, match="2 of 2 Dask worker.*cannot see .*shared file system"):
             executor.check_shared(tmp_path / "on-another-machine")
+
+
+def test_cluster_local_composes_with_its_defaults():
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from data_prep.conf import CONF_DIR
+
+    with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
+        cfg = compose("prep", overrides=["cluster=local", "cluster.workers=3"])
+    options = cluster.resolve_cluster(OmegaConf.to_container(cfg, resolve=True)["cluster"])
+    assert options == {
+        "kind": "local",
+        "workers": 3,
+        "threads_per_worker": 1,
+        "memory_per_worker": None,
+        "retries": 2,
+    }
