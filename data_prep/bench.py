@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from data_prep import publish
-from data_prep.bench_jobs import check_same_output, pandas_job, polars_job
+from data_prep.bench_jobs import check_same_output, check_same_prepared, pandas_job, polars_job
 from data_prep.bench_log import generate_log, generate_log_folder
 from data_prep.tables import Column, print_table
 
@@ -145,7 +145,7 @@ def run_prep_benchmark(
                 rows.append({**big_row, "repeat": 0, "generate_seconds": generated})
                 medians.append({**rows[-1], "repeat": "median"})
                 if count:  # the same tables as in one process, before a figure is reported
-                    check_same_output(tmp / "out-polars-big-0", out)
+                    check_same_prepared(tmp / "out-polars-big-0", out)
                     shutil.rmtree(out)
     rows += medians
     ratio = medians[0]["events_per_s"] / medians[1]["events_per_s"]
