@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import os
+import pickle
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -37,6 +38,7 @@ from data_prep.prep_error import PrepError
 
 CLUSTER_DIR = CONF_DIR / "cluster"
 KINDS = ("local", "slurm", "address")
+SCATTER_BYTES = 1 << 16  # task arguments above this size are sent to each worker once
 INSTALL = "pip install 'recsys-seq[cluster]' (Dask distributed and dask-jobqueue)"
 # counts of each kind, with their least value
 COUNTS = {
@@ -160,16 +162,9 @@ class DaskExecutor:
         self.client, self.slots, self.retries = client, slots, retries
 
     def map(self, fn: Callable, items: Sequence[Any], *args: Any) -> list[Any]:
-        import polars as pl
         from distributed import KilledWorker
 
-        # frames every task reads (the item codes, say) go to each worker once, not per task
-        shared = tuple(
-            self.client.scatter(a, broadcast=True, hash=False)
-            if isinstance(a, (pl.Series, pl.DataFrame))
-            else a
-            for a in args
-        )
+        shared = tuple(self._shared(a) for a in args)
         futures = self.client.map(
             _guarded, list(items), fn=fn, args=shared, retries=self.retries, pure=False
         )
@@ -181,6 +176,15 @@ class DaskExecutor:
                 "usually memory: give the workers more (cluster.memory_per_worker, "
                 "cluster.memory_per_job) or the job more partitions (partitions=N)."
             ) from None
+
+    def _shared(self, arg: Any) -> Any:
+        """A large argument that every task reads (the item codes, the k-core's items) as a
+        future sent to each worker once, instead of a copy in every task. Containers stay as
+        they are (Dask would scatter their elements one by one); the job passes frames and
+        objects that hold them."""
+        if isinstance(arg, (dict, list, tuple)) or len(pickle.dumps(arg)) < SCATTER_BYTES:
+            return arg
+        return self.client.scatter(arg, broadcast=True, hash=False)
 
     def check_shared(self, folder: Path) -> None:
         """Refuse to start when a worker cannot see ``folder`` (the job's work folder beside
