@@ -18,6 +18,7 @@ from recsys_seq.optimized_metric import DEFAULT as DEFAULT_OPTIMIZED_METRIC
 from recsys_seq.optimized_metric import check_optimized_metric
 from recsys_seq.options import OptionError
 
+AUTO = "auto"  # model.exclude_history: decided by the data (:func:`excludes_history`)
 CONF_DIR = str(conf.CONF_DIR)
 """The project's Hydra configs as a folder (for ``initialize_config_dir``)."""
 CONF_SEARCH_PATH = conf.CONF_SEARCH_PATH
@@ -46,12 +47,25 @@ def model_values(cfg: DictConfig | Mapping) -> dict[str, Any]:
     names = values.get("side_features") or []
     if isinstance(names, str) or not isinstance(names, list):
         raise OptionError(f"model.side_features must be a list of names, got {names!r}.")
-    model_spec({**values, "num_items": 2, "side_features": {}}, "model")
+    exclude = values.get("exclude_history", AUTO)
+    if exclude != AUTO and not isinstance(exclude, bool):
+        raise OptionError(f"model.exclude_history must be true, false or auto, got {exclude!r}.")
+    model_spec({**values, "exclude_history": False, "num_items": 2, "side_features": {}}, "model")
     return values
 
 
+def excludes_history(values: Mapping[str, Any], datamodule: SequenceDataModule) -> bool:
+    """``model.exclude_history``, with ``auto`` read off the data: rank without the user's
+    history where no user repeats an item in training (ratings, de-duplicated logs: a seen
+    item is never the next one, and ranking it only pushes the next one down), with it where
+    repeats occur (clicks, plays, purchases of staples)."""
+    exclude = values.get("exclude_history", AUTO)
+    return not datamodule.data.repeats_in_training() if exclude == AUTO else exclude
+
+
 def spec_for_data(values: Mapping[str, Any], datamodule: SequenceDataModule) -> ModelSpec:
-    """The model spec for this data: catalogue size, item fingerprint, side-feature sizes."""
+    """The model spec for this data: catalogue size, item fingerprint, side-feature sizes,
+    and whether rankings exclude the user's history (:func:`excludes_history`)."""
     available = datamodule.meta.get("side_features", {})
     wanted = list(values.get("side_features") or [])
     missing = [name for name in wanted if name not in available]
@@ -67,6 +81,7 @@ def spec_for_data(values: Mapping[str, Any], datamodule: SequenceDataModule) -> 
             "num_items": datamodule.num_items,
             "item_fingerprint": datamodule.meta["item_fingerprint"],
             "side_features": {name: int(available[name]) for name in wanted},
+            "exclude_history": excludes_history(values, datamodule),
         }
     )
 

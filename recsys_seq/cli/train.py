@@ -73,6 +73,19 @@ def in_sweep() -> bool:
     return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
 
 
+def history_line(excluded: bool) -> str:
+    """What ``model.exclude_history=auto`` decided, and why."""
+    if excluded:
+        return (
+            "Rankings leave out each user's history: no user repeats an item in this log's "
+            "training events (model.exclude_history=auto; false keeps it)."
+        )
+    return (
+        "Rankings include each user's history: users repeat items in this log "
+        "(model.exclude_history=auto; true leaves it out)."
+    )
+
+
 def result_line(metrics: dict[str, Any], spec: ModelSpec, label: str) -> str:
     """One job's outcome: its best optimised metric, the test value of that metric, time."""
     metric = spec.optimized_metric.removeprefix("val/")
@@ -131,6 +144,8 @@ def train(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, Any]]:
         plan = plan_retriever(source, cfg, datamodule, run_dir, options.holdout)
         claim_run_folder(run_dir, inputs=[datamodule.path])
         model = two_stage_model(spec, plan, options, cfg.seed, datamodule, data.max_len)
+    if model_values.get("exclude_history", configs.AUTO) == configs.AUTO and not sweep_job:
+        print(history_line(spec.exclude_history))
     started = time.perf_counter()
     with output_errors(run_dir), trainer_errors():  # a full disk names the run folder
         trainer.fit(model, datamodule=datamodule, ckpt_path=resume, weights_only=True)

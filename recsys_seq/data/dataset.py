@@ -111,6 +111,16 @@ class PreparedSequences:
         """Number of real items N (indices 1..N; 0 is PAD)."""
         return int(self.meta["items"])
 
+    def repeats_in_training(self) -> bool:
+        """Whether some user's training events name one item twice. Where none does (ratings,
+        de-duplicated logs) an item the user has seen is never the next one, which is what
+        ``model.exclude_history=auto`` reads; the held-out targets are not looked at."""
+        lengths = np.diff(self.offsets)
+        rows = np.repeat(np.arange(len(lengths)), lengths)
+        in_training = np.arange(len(self.items)) - self.offsets[rows] < self.train_end[rows]
+        keys = rows[in_training] * (self.num_items + 1) + self.items[in_training]
+        return len(np.unique(keys)) < len(keys)
+
     def history_keys(self) -> np.ndarray:
         """Sorted unique ``user * (N + 1) + item`` over all events: "has u seen i" lookups."""
         users = np.repeat(self.users, np.diff(self.offsets))
