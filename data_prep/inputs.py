@@ -81,9 +81,12 @@ def combined_sha256(file_hashes: Sequence[str]) -> str:
 
 
 def unify(schemas: Sequence[Mapping[str, pl.DataType]]) -> dict[str, pl.DataType]:
-    """One schema for the files' canonical columns: a type the files agree on stays, numbers
-    of several types become Float64, any other disagreement becomes text; a column that only
-    some files have is null in the others. Columns in the first file's order, then new ones.
+    """One schema for the files' canonical columns: a type the files agree on stays; integers
+    of several widths become one that holds them all (Int64, or UInt64 when all are
+    unsigned), never a float, which would round 64-bit ids (an Int32 part beside an Int64
+    one); integers beside floats become Float64, as the float parts already are; any other
+    disagreement becomes text. A column that only some files have is null in the others.
+    Columns in the first file's order, then new ones.
     """
     columns: dict[str, list[pl.DataType]] = {}
     for schema in schemas:
@@ -94,11 +97,21 @@ def unify(schemas: Sequence[Mapping[str, pl.DataType]]) -> dict[str, pl.DataType
         kinds = {d for d in dtypes if d != pl.Null} or {pl.Null}
         if len(kinds) == 1:
             unified[name] = kinds.pop()
-        elif all(d.is_numeric() for d in kinds):
+        elif all(d.is_integer() for d in kinds):
+            unified[name] = _widest_integer(kinds)
+        elif all(d.is_numeric() for d in kinds) and pl.UInt64 not in kinds:
             unified[name] = pl.Float64
         else:
             unified[name] = pl.String
     return unified
+
+
+def _widest_integer(kinds: set[pl.DataType]) -> pl.DataType:
+    """Int64 holds every integer type but UInt64; UInt64 holds only the unsigned ones; a
+    signed column beside a UInt64 one is read as text (each id keeps its digits)."""
+    if pl.UInt64 not in kinds:
+        return pl.Int64
+    return pl.UInt64 if all(d.is_unsigned_integer() for d in kinds) else pl.String
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
-from data_prep import PrepError, cluster, prepare, schema, stages, steps
+from data_prep import PrepError, cluster, inputs, prepare, schema, stages, steps
 from data_prep.cli import address_overrides
 from data_prep.cluster import InProcess
 from data_prep.errors import UserError
@@ -168,6 +168,43 @@ def test_ids_of_one_user_in_files_of_different_types_are_one_user(tmp_path):
     seqs = pl.read_parquet(tmp_path / "out" / schema.SEQUENCES_FILE)
     assert users[schema.ORIGINAL_ID].to_list() == ["14", "7", "u9"]
     assert seqs[schema.ITEMS].list.len().to_list() == [3, 1, 2]
+
+
+@pytest.mark.parametrize(
+    ("dtypes", "expected"),
+    [
+        ([pl.Int32, pl.Int64], pl.Int64),
+        ([pl.Int8, pl.UInt32], pl.Int64),
+        ([pl.UInt32, pl.UInt64], pl.UInt64),
+        ([pl.Int64, pl.UInt64], pl.String),
+        ([pl.Int64, pl.Float32], pl.Float64),
+        ([pl.UInt64, pl.Float64], pl.String),
+        ([pl.Int64, pl.String], pl.String),
+        ([pl.Int64, pl.Null], pl.Int64),
+        ([pl.Boolean, pl.Int64], pl.String),
+    ],
+)
+def test_unified_column_types_never_round_a_value(dtypes, expected):
+    assert inputs.unify([{"user_id": d} for d in dtypes]) == {"user_id": expected}
+
+
+def test_a_64_bit_id_in_parts_of_different_integer_widths_stays_exact(tmp_path):
+    """Parquet parts written by different tools: Int32 ids in one, Int64 in the other."""
+    big = 2**62 + 1  # not a float64: rounding would merge it with 2**62
+    folder = tmp_path / "log"
+    folder.mkdir()
+    pl.DataFrame(
+        {"user_id": [big, big, 2**62], "item_id": [1, 2, 3], "timestamp": [1, 2, 3]},
+        schema={"user_id": pl.Int64, "item_id": pl.Int64, "timestamp": pl.Int64},
+    ).write_parquet(folder / "a.parquet")
+    pl.DataFrame(
+        {"user_id": [5, 5], "item_id": [1, 3], "timestamp": [4, 5]},
+        schema={"user_id": pl.Int32, "item_id": pl.Int32, "timestamp": pl.Int32},
+    ).write_parquet(folder / "b.parquet")
+    options = {"format": "parquet", "input": str(folder), "min_user_events": 1}
+    prepare({**options, "output": str(tmp_path / "out")})
+    users = pl.read_parquet(tmp_path / "out" / schema.USERS_FILE)
+    assert sorted(users[schema.ORIGINAL_ID].to_list()) == [5, 2**62, big]
 
 
 def test_a_bad_value_names_its_file_and_line_on_the_cluster(tmp_path, dask_cluster):
