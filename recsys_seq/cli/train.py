@@ -144,7 +144,8 @@ def train(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, Any]]:
         plan = plan_retriever(source, cfg, datamodule, run_dir, options.holdout)
         claim_run_folder(run_dir, inputs=[datamodule.path])
         model = two_stage_model(spec, plan, options, cfg.seed, datamodule, data.max_len)
-    if model_values.get("exclude_history", configs.AUTO) == configs.AUTO and not sweep_job:
+    chosen_by_data = model_values.get("exclude_history", configs.AUTO) == configs.AUTO
+    if chosen_by_data and trainer.is_global_zero and not sweep_job:
         print(history_line(spec.exclude_history))
     started = time.perf_counter()
     with output_errors(run_dir), trainer_errors():  # a full disk names the run folder
