@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
+from recsys_seq import configs
 from recsys_seq.cli.evaluate import EvalOptions
 from recsys_seq.cli.export import ExportOptions
 from recsys_seq.cli.recommend import RecommendOptions
@@ -53,10 +54,11 @@ def composed(name: str, tmp_path, *overrides: str) -> dict:
 def test_model_and_data_defaults_are_the_configs(tmp_path, model):
     cfg = composed("train", tmp_path, f"model={model}")
     assert not disagreements(DataOptions, cfg["data"])
-    # the spec takes the run's one optimised metric from the top level of the config
-    assert not disagreements(
-        ModelSpec, {**cfg["model"], "optimized_metric": cfg["optimized_metric"]}
-    )
+    # the spec takes the run's one optimised metric from the top level of the config, and
+    # holds what exclude_history=auto decided for the data (configs.excludes_history)
+    assert cfg["model"]["exclude_history"] == configs.AUTO
+    spec_section = {**cfg["model"], "optimized_metric": cfg["optimized_metric"]}
+    assert set(disagreements(ModelSpec, spec_section)) == {"exclude_history"}
     if model == "recommender":  # the base every model config starts from (din tunes its own)
         assert not disagreements(OptimizerOptions, cfg["model"]["optimizer"])
     for part, registry in (("encoder", ENCODERS), ("scorer", SCORERS), ("loss", LOSSES)):
