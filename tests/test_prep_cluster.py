@@ -8,6 +8,7 @@ their own with ``cluster=local cluster.workers=2``.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -39,7 +40,11 @@ INPUT_KEYS = (schema.META_FINGERPRINT, schema.META_INPUT_SHA256)
 @pytest.fixture(scope="module")
 def dask_cluster():
     with distributed.LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
+        n_workers=2,
+        threads_per_worker=1,
+        processes=True,
+        dashboard_address=":0",
+        silence_logs=logging.ERROR,  # the scheduler's INFO lines outlive pytest's captured stderr
     ) as running:
         yield running.scheduler_address
 
