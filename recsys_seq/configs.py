@@ -75,6 +75,14 @@ def spec_for_data(values: Mapping[str, Any], datamodule: SequenceDataModule) -> 
             + (f"only {sorted(available)}" if available else "no side features")
             + "; drop them or prepare the data with them (recsys-prep side_features=[...])."
         )
+    if datamodule.train_windows == "prefixes" and (values.get("loss") or {}).get("name") == (
+        "candidate_bce"
+    ):
+        raise OptionError(
+            "data.train_windows=prefixes trains a model on the state after each window's last "
+            "event; loss=candidate_bce (DIN) already trains on random cuts of every window: "
+            "use data.train_windows=all with it."
+        )
     return model_spec(
         {
             **values,

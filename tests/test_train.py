@@ -73,6 +73,7 @@ def short_checkpoint(run_dir: Path, data_dir: Path, *overrides: str) -> Path:
         ["loss@model.loss=in_batch", "data.train_windows=last"],
         ["loss@model.loss=mixed", "scheduler@model.scheduler=warmup_cosine"],
         ["model.encoder.norm=post", "model.encoder.positions=from_end"],
+        ["data.train_windows=prefixes", "model=gru", "loss@model.loss=mixed"],
     ],
     ids=[
         "sasrec",
@@ -83,6 +84,7 @@ def short_checkpoint(run_dir: Path, data_dir: Path, *overrides: str) -> Path:
         "in_batch_last_windows",
         "mixed_warmup_cosine",
         "post_norm_from_end",
+        "gru_prefixes_mixed",
     ],
 )
 def test_fast_dev_run(tmp_path, demo_dir, overrides):
@@ -147,6 +149,13 @@ def test_unknown_side_feature_is_a_clear_error(tmp_path, demo_dir):
     cfg = train_config(tmp_path, demo_dir, "debug=fast", "model.side_features=[brand]")
     with pytest.raises(OptionError, match="brand"):
         train(cfg)
+
+
+def test_prefix_windows_are_refused_for_din_which_trains_on_random_cuts(tmp_path, demo_dir):
+    cfg = train_config(tmp_path, demo_dir, "debug=fast", "model=din", "data.train_windows=prefixes")
+    with pytest.raises(OptionError, match="candidate_bce"):
+        train(cfg)
+    assert not (tmp_path / "metrics.json").exists()
 
 
 def test_eval_refuses_another_item_vocabulary(tmp_path, demo_dir):

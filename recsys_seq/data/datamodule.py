@@ -38,8 +38,10 @@ class SequenceDataModule(L.LightningDataModule):
         max_len: longest input window; older events are dropped.
         train_windows: ``all`` trains on a user's whole training history, cut into
             consecutive windows of ``max_len`` targets; ``last`` on its last window only (the
-            original SASRec), which leaves most events of long histories unused; ``holdout``
-            on the ``train_holdout`` held-out events only, one window (and target) each.
+            original SASRec), which leaves most events of long histories unused; ``prefixes``
+            on every cut of the training history, one window ending at each target (the
+            S3-Rec line's samples: training sees the evaluation's shape); ``holdout`` on the
+            ``train_holdout`` held-out events only, one window (and target) each.
         train_holdout: hold out each user's last n training events from ``all``/``last``
             training (a two-stage run's retriever), for a model that trains on them
             (``holdout``: its ranker).

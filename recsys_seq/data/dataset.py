@@ -10,7 +10,10 @@ A *window* is the slice of a user's history a model reads for one stage:
   (next-item prediction at every position). Every training event is a target exactly once.
   With ``train_holdout=h`` the last h training events are no one's target here; with
   ``train_windows="holdout"`` they are the only targets, one window each (input
-  ``items[:p][-max_len:]``, ``target`` ``items[p]``, as in validation).
+  ``items[:p][-max_len:]``, ``target`` ``items[p]``, as in validation). With
+  ``train_windows="prefixes"`` every training event is the target of its own window, the
+  ``max_len`` events before it (every cut of the history, one sample each): training then sees
+  exactly the shape evaluation reads, the target right after the window's last event.
 * val: input ``items[:val_index][-max_len:]``, target ``items[val_index]``.
 * test: input ``items[:test_index][-max_len:]``, target ``items[test_index]``.
 * serve: input the whole known history's last ``max_len`` events, no target; the batch also
@@ -32,6 +35,9 @@ from recsys_seq.data.batch import JaggedWindows
 from recsys_seq.data.catalogue import Catalogue
 from recsys_seq.data.negatives import DISTRIBUTIONS, sample_negatives
 from recsys_seq.data.validate import check_prepared
+
+TRAIN_WINDOWS = ("all", "last", "prefixes", "holdout")
+SINGLE_TARGET = ("prefixes", "holdout")  # training windows with one target each, at their end
 
 
 class Stage(str, enum.Enum):
@@ -138,7 +144,7 @@ class WindowDataset(Dataset):
         stage: which windows to expose.
         max_len: the longest input window a model reads (most recent events are kept).
         train_windows: train only: ``all`` windows of the training history, the ``last``,
-            or the ``holdout`` events' windows.
+            every ``prefixes`` cut (one target each), or the ``holdout`` events' windows.
         train_holdout: train only: the last n training events of each user, held out.
         sampled_negatives: evaluation only: this many fixed negatives per user (drawn outside
             the user's history) for sampled-candidate metrics; 0 for none.
@@ -166,8 +172,8 @@ class WindowDataset(Dataset):
     ) -> None:
         if max_len < 1:
             raise ValueError(f"max_len must be >= 1, got {max_len}")
-        if train_windows not in ("all", "last", "holdout"):
-            raise ValueError(f"train_windows must be all, last or holdout, got {train_windows!r}")
+        if train_windows not in TRAIN_WINDOWS:
+            raise ValueError(f"train_windows must be one of {TRAIN_WINDOWS}, got {train_windows!r}")
         if train_holdout < 0 or (train_windows == "holdout" and train_holdout == 0):
             raise ValueError(f"train_holdout must be >= 0 (>= 1 for holdout), got {train_holdout}")
         self.data = data
@@ -175,19 +181,23 @@ class WindowDataset(Dataset):
         self.max_len = max_len
         user_start = data.offsets[:-1]
         users = data.users
-        self.single_target = self.stage is not Stage.TRAIN or train_windows == "holdout"
-        if self.stage is Stage.TRAIN and train_windows == "holdout":
-            rows = np.repeat(np.arange(len(users)), train_holdout)  # (U * h,)
-            held = np.tile(np.arange(train_holdout), len(users))  # 0..h-1 per user
-            end = data.train_end[rows] - train_holdout + held
-            keep = end >= 1  # the held-out event at p has an input before it
+        self.single_target = self.stage is not Stage.TRAIN or train_windows in SINGLE_TARGET
+        # events 1..targets of a user are its training targets (the rest is held out)
+        targets = np.maximum(data.train_end - train_holdout - 1, 0)
+        if self.stage is Stage.TRAIN and train_windows in SINGLE_TARGET:
+            if train_windows == "holdout":
+                rows = np.repeat(np.arange(len(users)), train_holdout)  # (U * h,)
+                held = np.tile(np.arange(train_holdout), len(users))  # 0..h-1 per user
+                end = data.train_end[rows] - train_holdout + held
+            else:  # prefixes: every target position 1..targets of each user
+                rows = np.repeat(np.arange(len(users)), targets)  # (sum targets,)
+                end = jagged_positions(np.ones_like(targets), targets)
+            keep = end >= 1  # the target at position p has an input before it
             rows, end = rows[keep], end[keep]
             self.lengths = np.minimum(end, max_len)
             self.starts = user_start[rows] + end - self.lengths
             users = users[rows]
         elif self.stage is Stage.TRAIN:
-            # events 1..end-1 are targets, end = the training events minus those held out
-            targets = np.maximum(data.train_end - train_holdout - 1, 0)
             windows = -(-targets // max_len) if train_windows == "all" else np.minimum(targets, 1)
             rows = np.repeat(np.arange(len(users)), windows)  # (W,) one per window
             back = jagged_positions(np.zeros_like(windows), windows)  # 0 = the last window

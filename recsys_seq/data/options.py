@@ -18,7 +18,7 @@ class DataOptions:
     source: str | None = None  # demo, or a shared dataset name (data=s3rec_beauty, ...)
     cache_dir: str = "data/prepared"  # where ``source`` is prepared, as <cache_dir>/<source>
     max_len: int = option(50, min=1)
-    train_windows: Literal["all", "last", "holdout"] = "all"
+    train_windows: Literal["all", "last", "prefixes", "holdout"] = "all"
     train_holdout: int = option(0, min=0)  # the last n training events of each user held out
     batch_size: int = option(128, min=1)
     max_tokens: int | None = option(None, min=1)

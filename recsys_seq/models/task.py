@@ -64,7 +64,10 @@ class NextItemTask(RankingModule):
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
         # PAD positions are scored too and weighted out by the loss: no data-dependent
         # boolean gather, i.e. no host-device sync per step; bucketing keeps that waste small.
-        loss = self.loss(self.model.encode(batch), batch, self.model)
+        states = self.model.encode(batch)  # (B, T, D)
+        if "target" in batch:  # one target per window (data.train_windows=prefixes)
+            states, batch = last_position(states, batch)  # (B, 1, D)
+        loss = self.loss(states, batch, self.model)
         self.log("train/loss", loss, prog_bar=True, batch_size=batch["lengths"].shape[0])
         return loss
 
@@ -166,3 +169,15 @@ def parameter_groups(module: nn.Module, weight_decay: float) -> list[dict[str, A
         {"params": keep, "weight_decay": 0.0},
     ]
     return [group for group in groups if group["params"]]
+
+
+def last_position(
+    states: torch.Tensor, batch: dict[str, torch.Tensor]
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """A batch with one target per window as a batch of one-event windows: the state at each
+    window's last real event ``(B, 1, D)`` (gathered at ``lengths - 1``, never PAD) and its
+    target as ``targets (B, 1)``, so every sequence loss trains it unchanged."""
+    last = (batch["lengths"] - 1)[:, None, None].expand(-1, 1, states.shape[-1])  # (B, 1, D)
+    ones = torch.ones_like(batch["lengths"])
+    view = {"targets": batch["target"][:, None], "lengths": ones, "mask": ones[:, None].bool()}
+    return states.gather(1, last), view
