@@ -14,6 +14,8 @@ import sys
 from collections.abc import Callable
 from typing import NoReturn, TypeVar
 
+from data_prep import targets
+
 USAGE_EXIT_CODE = 2
 Task = TypeVar("Task", bound=Callable)
 _TASK_STARTED: list[str] = []  # commands whose task function began (vs. Hydra's own errors)
@@ -54,11 +56,18 @@ def run_command(hydra_main: Callable[[], object], command: str) -> None:
     """Run a ``@hydra.main`` entry point with Hydra's own errors reported like every other
     user error: an invalid override, an unknown config choice or an unreadable config (raised
     before the task starts) is one paragraph and exit status 2. An exception from inside the
-    task that is not a :class:`UserError` is a bug and keeps its full traceback."""
+    task that is not a :class:`UserError` is a bug and keeps its full traceback.
+
+    Before Hydra starts, the config the command line composes is checked for class names
+    outside the fixed tables of :mod:`data_prep.targets`: Hydra instantiates its launcher,
+    sweeper and callbacks before the task runs."""
     _TASK_STARTED.clear()
     _COMMAND[:] = [command]
     os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra re-raises instead of printing and exiting 1
     try:
+        problems = targets.command_line_problems(hydra_main, sys.argv[1:])
+        if problems:
+            raise UserError(" ".join(problems))
         hydra_main()
     except Exception as error:
         if _TASK_STARTED and not isinstance(error, UserError):

@@ -2,8 +2,26 @@
 
 import os
 import signal
+from pathlib import Path
 
 import lightning as L
+
+from data_prep.targets import ENTRY_POINT_GROUPS
+
+
+def callback_plugin(folder: Path, *classes: type) -> Path:
+    """An installed package's metadata in ``folder`` (put it on ``sys.path`` or PYTHONPATH)
+    that registers ``classes`` as entry points of the callbacks group, so that a config may
+    name them (``+callbacks.<name>._target_=<module>.<Class>``)."""
+    info = folder / "recsys_seq_test_callbacks-0.dist-info"
+    info.mkdir(parents=True, exist_ok=True)
+    (info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: recsys-seq-test-callbacks\nVersion: 0\n"
+    )
+    lines = [f"{c.__name__} = {c.__module__}:{c.__qualname__}" for c in classes]
+    group = ENTRY_POINT_GROUPS[("callbacks", "*")]
+    (info / "entry_points.txt").write_text(f"[{group}]\n" + "\n".join(lines) + "\n")
+    return folder
 
 
 class KillAtStep(L.Callback):

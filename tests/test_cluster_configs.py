@@ -2,11 +2,11 @@
 
 import pytest
 from hydra import compose, initialize_config_dir
-from hydra.utils import instantiate
 from lightning.pytorch.plugins.environments import SLURMEnvironment, TorchElasticEnvironment
 from lightning.pytorch.utilities import rank_zero_only
 
 from recsys_seq import configs
+from recsys_seq.cli.trainer import build_trainer
 
 SLURM_2_NODES_2_TASKS = {
     "SLURM_NTASKS": "4",
@@ -33,7 +33,7 @@ def trainer_for(overrides):
     with initialize_config_dir(configs.CONF_DIR, version_base="1.3"):
         cfg = compose("train", overrides=overrides)
     cfg.trainer.default_root_dir = "."
-    return instantiate(cfg.trainer, logger=False)
+    return build_trainer(cfg.trainer, logger=False)
 
 
 @pytest.mark.parametrize(

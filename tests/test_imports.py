@@ -30,7 +30,7 @@ DEEP_LEARNING = {"torch", "lightning", "pytorch_lightning", "torchmetrics", "rec
 CONFIG_PACKAGES = {"recsys_seq", "recsys_seq.conf"}
 # recsys_seq layers, lowest first: a module may import its own layer and those below
 LAYERS = (
-    {"conf", "options", "optimized_metric", "metrics"},
+    {"conf", "options", "optimized_metric", "metrics", "targets"},
     {"data"},
     {"models"},
     {"callbacks", "checkpoint", "serving", "configs", "report"},

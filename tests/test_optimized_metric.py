@@ -6,6 +6,7 @@ from lightning.pytorch.callbacks import Callback
 
 from recsys_seq.cli.train import train
 from recsys_seq.options import OptionError
+from tests.support import callback_plugin
 from tests.test_train import demo_dir, train_config  # noqa: F401 (fixture)
 
 FEW_BATCHES = (
@@ -35,7 +36,9 @@ def test_cut_offs_without_the_optimised_one_still_train(tmp_path, demo_dir):  # 
     assert not any(key.endswith("@1") for key in metrics)
 
 
-def test_every_consumer_follows_the_one_key(tmp_path, demo_dir):  # noqa: F811
+def test_every_consumer_follows_the_one_key(tmp_path, tmp_path_factory, demo_dir, monkeypatch):  # noqa: F811
+    plugin = callback_plugin(tmp_path_factory.mktemp("plugin"), ProgressBarKeys)
+    monkeypatch.syspath_prepend(str(plugin))  # ProgressBarKeys, registered as a package's
     cfg = train_config(
         tmp_path,
         demo_dir,

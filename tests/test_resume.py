@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import KillAtStep, callback_plugin
 from tests.test_train import demo_dir  # noqa: F401 (fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -31,7 +32,8 @@ def run_train(run_dir: Path, data_dir: Path, *extra: str) -> subprocess.Complete
         "baselines=false",
         *extra,
     ]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    plugin = callback_plugin(run_dir.parent / "plugin", KillAtStep)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(plugin)])}
     return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
 
 

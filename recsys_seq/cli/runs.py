@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from hydra.utils import instantiate
+from lightning.pytorch.callbacks import Callback
+from lightning.pytorch.loggers import Logger
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
@@ -23,7 +24,8 @@ from data_prep.tables import Column, print_table
 from recsys_seq.data import SequenceDataModule
 from recsys_seq.data.options import DataOptions
 from recsys_seq.models import PopularityRecommender
-from recsys_seq.options import Options, checked
+from recsys_seq.options import OptionError, Options, checked
+from recsys_seq.targets import make
 
 # conf/hydra/file_output.yaml: the run folder only when no explicit output names the result
 OmegaConf.register_new_resolver(
@@ -62,12 +64,20 @@ def quiet_lightning() -> None:
         logging.getLogger(name).setLevel(logging.WARNING)
 
 
-def instantiate_group(group: DictConfig | None) -> list[Any]:
-    """Instantiate every non-null entry of a config group like ``callbacks`` or ``logger``.
+GROUP_BASES = {"callbacks": Callback, "logger": Logger}  # what each group's entries must be
 
-    Only for the run's own composed config (the project's conf/ and the user's overrides),
-    never for anything read from a checkpoint or a prepared folder."""
-    return [instantiate(c) for c in (group or {}).values() if c is not None]
+
+def instantiate_group(cfg: DictConfig, group: str) -> list[Any]:
+    """The objects of every non-null entry of ``cfg``'s group ``callbacks`` or ``logger``,
+    each one's ``_target_`` a class of that group's fixed table (:mod:`recsys_seq.targets`)."""
+    entries = OmegaConf.to_container(cfg.get(group) or OmegaConf.create({}), resolve=True)
+    if not isinstance(entries, dict):
+        raise OptionError(f"{group} must map names to entries ({group}.<name>._target_=...).")
+    return [
+        make(f"{group}.{name}", values, GROUP_BASES[group])
+        for name, values in entries.items()
+        if values is not None
+    ]
 
 
 def command_options(cls: type[Options], cfg: DictConfig) -> Options:

@@ -10,10 +10,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import lightning as L
-from hydra.errors import InstantiationException
-from hydra.utils import instantiate
 from lightning.fabric.utilities.exceptions import MisconfigurationException
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from recsys_seq.options import OptionError, checked, option
 
@@ -59,7 +57,6 @@ class TrainerOptions:
 
 def check_trainer(values: Mapping[str, Any]) -> None:
     """Check the known Trainer options (``trainer.<key>``) with one message per mistake."""
-    values = {k: v for k, v in values.items() if k != "_target_"}
     accepted = set(inspect.signature(L.Trainer.__init__).parameters) - {"self"}
     unknown = sorted(set(values) - accepted)
     if unknown:
@@ -84,17 +81,16 @@ def check_trainer(values: Mapping[str, Any]) -> None:
         )
 
 
-def build_trainer(trainer_cfg: DictConfig, **kwargs: Any) -> Any:
-    """The Lightning Trainer of the run's own config; options Lightning refuses (no GPU for
-    ``accelerator=gpu``, an unknown strategy) are reported as the option errors they are."""
+def build_trainer(trainer_cfg: DictConfig, **kwargs: Any) -> L.Trainer:
+    """Lightning's Trainer with the run's ``trainer`` options (always that class: the options
+    name no class); options Lightning refuses (no GPU for ``accelerator=gpu``, an unknown
+    strategy) are reported as the option errors they are."""
+    values = OmegaConf.to_container(trainer_cfg, resolve=True)
     with trainer_errors():
         try:
-            return instantiate(trainer_cfg, **kwargs)
-        except InstantiationException as error:
-            cause = error.__cause__ or error
-            if isinstance(cause, (MisconfigurationException, ValueError, TypeError, ImportError)):
-                raise OptionError(f"The trainer options do not work here: {cause}") from None
-            raise
+            return L.Trainer(**values, **kwargs)
+        except (ValueError, TypeError, ImportError) as error:
+            raise OptionError(f"The trainer options do not work here: {error}") from None
 
 
 @contextmanager

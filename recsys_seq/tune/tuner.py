@@ -10,13 +10,11 @@ from typing import Any
 
 import optuna
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from hydra.errors import InstantiationException
-from hydra.utils import instantiate
 from omegaconf import DictConfig
 
 from recsys_seq import configs
 from recsys_seq.optimized_metric import best_key
-from recsys_seq.options import OptionError
+from recsys_seq.targets import make
 from recsys_seq.tune.folder import BEST, SUMMARY, TRIALS, claim_sweep_folder, publish_text
 from recsys_seq.tune.objective import Objective, trial_config
 from recsys_seq.tune.plots import save_plots
@@ -58,26 +56,15 @@ def check_space(space: dict[str, Param], overrides: Sequence[str]) -> None:
     trial_config([*overrides, *as_overrides(first)], Path(TRIALS))
 
 
-SAMPLERS = "optuna.samplers."
-
-
 def make_sampler(values: dict[str, Any] | None, drawn: int) -> optuna.samplers.BaseSampler | None:
-    """``tune.sampler``; a seeded one is seeded with ``seed + drawn`` (the trials the study
-    already has), so a resumed study draws new values instead of its first ones again."""
+    """``tune.sampler`` (a class of the fixed table of Optuna's samplers); a seeded one is
+    seeded with ``seed + drawn`` (the trials the study already has), so a resumed study draws
+    new values instead of its first ones again."""
     if not values:
         return None
-    target = str(values.get("_target_", ""))
-    if not target.startswith(SAMPLERS):  # nothing else is imported or called by name
-        raise OptionError(f"tune.sampler._target_ must name a class in {SAMPLERS}, got {target!r}.")
     if values.get("seed") is not None:
         values = {**values, "seed": int(values["seed"]) + drawn}
-    try:
-        sampler = instantiate(values)
-    except InstantiationException as error:
-        raise OptionError(f"tune.sampler cannot be made: {' '.join(str(error).split())}") from None
-    if not isinstance(sampler, optuna.samplers.BaseSampler):
-        raise OptionError(f"tune.sampler must be an optuna.samplers class, got {type(sampler)}.")
-    return sampler
+    return make("tune.sampler", values, optuna.samplers.BaseSampler)
 
 
 def tune(cfg: DictConfig, overrides: Sequence[str]) -> optuna.Study:
