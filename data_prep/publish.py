@@ -6,9 +6,12 @@ The rule, for folders (a prepared dataset, a report) and files (recommendations,
 
 1. The output is written to a temporary sibling ``P/.X.tmp-<host>-<pid>-<random>`` (the same
    file system as ``P/X``, so the final rename is atomic).
-2. It is published by renaming that sibling onto ``P/X``. A folder that already exists is first
-   moved aside to ``P/.X.old-<same tag>`` and removed after the rename; a file is replaced in
-   one ``os.replace``.
+2. It is published by renaming that sibling onto ``P/X``. A file is replaced in one
+   ``os.replace``. A folder that already exists is swapped with the sibling in one step
+   (:func:`data_prep.exchange.exchange`, Linux's ``renameat2(RENAME_EXCHANGE)``), so that
+   ``P/X`` exists at every instant for every reader, and the previous output, now in the
+   sibling, is removed; where the file system cannot exchange, the previous folder is first
+   moved aside to ``P/.X.old-<same tag>`` and removed after the rename.
 3. An existing ``X`` is replaced only when it is the project's own artifact of the same kind:
    a folder carrying :data:`MARKER_FILE` of that kind and holding nothing the marker does not
    list, or a file its kind recognises as its own (:func:`register_kind`). Never a user's
@@ -38,7 +41,14 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from data_prep.artifacts import MARKER_FILE, register_folder_kind, register_kind, write_marker
-from data_prep.refusals import OutputRefused, check_target, output_errors
+from data_prep.exchange import exchange
+from data_prep.refusals import (
+    OutputRefused,
+    check_location,
+    check_target,
+    is_replaceable,
+    output_errors,
+)
 from data_prep.run_folders import (
     RUN,
     RUN_FILE,
@@ -55,6 +65,7 @@ __all__ = [
     "RUN",
     "RUN_FILE",
     "OutputRefused",
+    "check_location",
     "check_run_folder",
     "check_target",
     "claim_run_folder",
@@ -120,7 +131,10 @@ def publishing(
             ours = target.exists()  # seen before the check: ours only if the check passes
             check_target(target, kind, folder=folder, inputs=inputs)  # changed meanwhile?
             if folder:
-                _swap_folder(tmp, target, target.parent / f".{target.name}.old-{owner}", ours)
+                if ours:
+                    _swap_folder(tmp, target, target.parent / f".{target.name}.old-{owner}", kind)
+                else:
+                    _place_folder(tmp, target)
             else:
                 _place_file(tmp, target, ours)
                 _after("replaced")
@@ -129,9 +143,9 @@ def publishing(
                 remove(tmp)
 
 
-def _changed_meanwhile(target: Path) -> OutputRefused:
+def _changed_meanwhile(target: Path, what: str = "appeared") -> OutputRefused:
     return OutputRefused(
-        f"Output {target} appeared while it was being written (another program?); it is left "
+        f"Output {target} {what} while it was being written (another program?); it is left "
         "untouched and nothing was published. Run the command again."
     )
 
@@ -152,13 +166,9 @@ def _place_file(tmp: Path, target: Path, ours: bool) -> None:
     tmp.unlink()
 
 
-def _swap_folder(tmp: Path, target: Path, old: Path, ours: bool) -> None:
-    """Rename ``tmp`` onto ``target``, moving our existing ``target`` aside first. With no
-    previous output, the rename fails on anything created at ``target`` since the check
-    (but an empty folder, which loses nothing)."""
-    if ours:
-        os.rename(target, old)
-        _after("moved_old")
+def _place_folder(tmp: Path, target: Path) -> None:
+    """Rename ``tmp`` to the new ``target``; the rename fails on anything created at ``target``
+    since the check (but an empty folder, which loses nothing)."""
     try:
         os.rename(tmp, target)
     except OSError as error:
@@ -166,9 +176,28 @@ def _swap_folder(tmp: Path, target: Path, old: Path, ours: bool) -> None:
             raise _changed_meanwhile(target) from None
         raise
     _after("moved_new")
-    if old.exists():
-        shutil.rmtree(old)
-        _after("removed_old")
+
+
+def _swap_folder(tmp: Path, target: Path, old: Path, kind: str) -> None:
+    """Put ``tmp`` in place of our existing ``target``: swapped in one step where the file
+    system can, else ``target`` moved aside to ``old`` first. Either way the previous output
+    is checked once more where nobody else reaches it by its name: when something was added
+    to it since the check, it goes back and nothing is published."""
+    if exchange(tmp, target):
+        _after("exchanged")
+        if not is_replaceable(tmp, kind, folder=True):
+            exchange(tmp, target)
+            raise _changed_meanwhile(target, "changed")
+        old = tmp
+    else:
+        os.rename(target, old)
+        _after("moved_old")
+        if not is_replaceable(old, kind, folder=True):
+            os.rename(old, target)
+            raise _changed_meanwhile(target, "changed")
+        _place_folder(tmp, target)
+    shutil.rmtree(old)
+    _after("removed_old")
 
 
 def write_text(target: str | Path, text: str, kind: str) -> Path:

@@ -47,7 +47,7 @@ def check_target(
 ) -> Path:
     """The absolute target path, or :class:`OutputRefused` saying why it may not be written."""
     target = check_location(target, kind, folder, inputs)
-    if target.is_symlink() or (target.exists() and not _replaceable(target, kind, folder)):
+    if target.is_symlink() or (target.exists() and not is_replaceable(target, kind, folder)):
         raise OutputRefused(
             f"Output {target} exists and is not {_a(kind.replace('_', ' '))} written by "
             f"recsys-seq ({_describe(target)}); it is left untouched. Remove it yourself or "
@@ -97,7 +97,9 @@ def _a(noun: str) -> str:
     return f"{'an' if noun[0] in 'aeiou' else 'a'} {noun}"
 
 
-def _replaceable(target: Path, kind: str, folder: bool) -> bool:
+def is_replaceable(target: Path, kind: str, folder: bool) -> bool:
+    """Whether the existing ``target`` holds nothing but the project's ``kind`` output (an empty
+    folder holds nothing to lose)."""
     if folder:
         return target.is_dir() and (not any(target.iterdir()) or owns_folder(target, kind))
     return target.is_file() and owns_file(target, kind)

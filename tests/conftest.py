@@ -1,4 +1,4 @@
-"""Shared fixtures: the real datasets."""
+"""Shared fixtures: the real datasets, and the material the command-line tests run on."""
 
 import os
 from pathlib import Path
@@ -22,3 +22,12 @@ def shared_data() -> Path:
             pytest.fail(message)
         pytest.skip(message)
     return folder
+
+
+@pytest.fixture(scope="session")
+def materials(tmp_path_factory):
+    """A raw log, two prepared datasets and a checkpoint trained on one of them, made once per
+    session with the real commands (:func:`tests.test_cli_hostile.make_materials`)."""
+    from tests.test_cli_hostile import make_materials
+
+    return make_materials(tmp_path_factory.mktemp("materials"))

@@ -17,8 +17,8 @@ lose) and checks the project's rules:
 5. a dataset too short to train on is refused, not trained on 0 batches.
 
 Each interpreter start costs ~5 s, so the expensive material (raw logs, prepared data, a
-checkpoint) is made once per module, and the cases run side by side in a thread pool (one
-fresh folder each) before the tests check their outcomes one by one.
+checkpoint) is made once per session (:func:`make_materials`), and the cases run side by side
+in a thread pool (one fresh folder each) before the tests check their outcomes one by one.
 """
 
 from __future__ import annotations
@@ -135,9 +135,9 @@ def write_log(path: Path, users: int, events: int) -> Path:
     return path
 
 
-@pytest.fixture(scope="module")
-def materials(tmp_path_factory) -> Materials:
-    root = tmp_path_factory.mktemp("materials")
+def make_materials(root: Path) -> Materials:
+    """The shared material, made with the real commands in ``root`` (the session's
+    ``materials`` fixture, tests/conftest.py)."""
     raw = write_log(root / "raw" / "log.csv", users=60, events=6)
     two_raw = write_log(root / "raw_two" / "log.csv", users=60, events=2)
     with ThreadPoolExecutor(2) as pool:

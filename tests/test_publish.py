@@ -1,20 +1,31 @@
 """The publish rule: atomic outputs, only the project's own artifacts replaced, crash-safe at
-every step (a kill injected after each step of a publish, then recovery)."""
+every step (a kill injected after each step of a publish, then recovery), a folder swapped in
+one step where the file system can (its path never missing for a reader)."""
 
+import ctypes
+import errno
 import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 
+from data_prep import exchange as exchange_module
 from data_prep import publish, temporaries
+from data_prep.exchange import exchange
 from data_prep.publish import MARKER_FILE, OutputRefused, publishing, recover
 
 KIND = "test_folder"
 publish.register_folder_kind(KIND, r"data\.txt")
-FOLDER_STEPS = ("written", "marked", "moved_old", "moved_new", "removed_old")
+# the steps of a folder publish over a previous one: swapped in one step, or (where the file
+# system cannot exchange) the two renames
+EXCHANGE_STEPS = ("written", "marked", "exchanged", "removed_old")
+RENAME_STEPS = ("written", "marked", "moved_old", "moved_new", "removed_old")
+FOLDER_STEPS = [("exchange", s) for s in EXCHANGE_STEPS] + [("rename", s) for s in RENAME_STEPS]
+NEW_AFTER = ("exchanged", "moved_new", "removed_old")  # steps after which the new one is in place
 FILE_STEPS = ("written", "replaced")
 
 
@@ -168,12 +179,14 @@ def test_disk_errors_name_the_output(tmp_path, monkeypatch):
         publish_folder(tmp_path / "out", "x")
 
 
-KILL = """
+KILL = r"""
 import os, sys
 from pathlib import Path
 from data_prep import publish
 step, target, folder = sys.argv[1], Path(sys.argv[2]), sys.argv[3] == "folder"
 publish._after = lambda name: os._exit(9) if name == step else None
+if sys.argv[4] == "rename":  # a file system that cannot exchange
+    publish.exchange = lambda first, second: False
 publish.register_kind("test_note", lambda p: p.read_text().startswith("NOTE"))
 if folder:
     publish.register_folder_kind("test_folder", r"data\.txt")
@@ -184,9 +197,9 @@ else:
 """
 
 
-def killed_publish(step: str, target: Path, folder: bool) -> int:
+def killed_publish(step: str, target: Path, folder: bool, swap: str = "exchange") -> int:
     done = subprocess.run(
-        [sys.executable, "-c", KILL, step, str(target), "folder" if folder else "file"],
+        [sys.executable, "-c", KILL, step, str(target), "folder" if folder else "file", swap],
         cwd=Path(__file__).parents[1],
         capture_output=True,
         text=True,
@@ -194,14 +207,14 @@ def killed_publish(step: str, target: Path, folder: bool) -> int:
     return done.returncode
 
 
-@pytest.mark.parametrize("step", FOLDER_STEPS)
-def test_folder_publish_killed_after_each_step_recovers(tmp_path, step):
+@pytest.mark.parametrize("swap, step", FOLDER_STEPS)
+def test_folder_publish_killed_after_each_step_recovers(tmp_path, swap, step):
     target = tmp_path / "out"
     publish_folder(target, "old")
-    assert killed_publish(step, target, folder=True) == 9
+    assert killed_publish(step, target, folder=True, swap=swap) == 9
     recover(target)  # what the next command does first
     assert (target / "data.txt").read_text() in ("old", "new")
-    if step in ("moved_new", "removed_old"):
+    if step in NEW_AFTER:
         assert (target / "data.txt").read_text() == "new"
     else:
         assert (target / "data.txt").read_text() == "old"
@@ -240,8 +253,10 @@ def test_run_folder_claim(tmp_path, monkeypatch):
     run = tmp_path / "run"
     (run / ".hydra").mkdir(parents=True)
     (run / "train.log").write_text("")
-    publish.claim_run_folder(run)  # what Hydra wrote is fine
-    publish.claim_run_folder(run)  # and a marked run folder is reused
+    publish.claim_run_folder(run, task="train")  # what Hydra wrote is fine
+    publish.claim_run_folder(run, task="train")  # and a marked run folder is reused
+    with pytest.raises(OutputRefused, match="another run's record"):
+        publish.claim_run_folder(run, task="eval")  # but not another task's run
     (run / "metrics.json").write_text("{}")
     publish.write_text(run / "metrics.json", '{"a": 1}', publish.RUN_FILE)
     assert json.loads((run / "metrics.json").read_text()) == {"a": 1}
@@ -249,7 +264,7 @@ def test_run_folder_claim(tmp_path, monkeypatch):
     user.mkdir()
     (user / "thesis.tex").write_text("x")
     with pytest.raises(OutputRefused, match="did not write"):
-        publish.claim_run_folder(user)
+        publish.claim_run_folder(user, task="train")
     assert sorted(os.listdir(user)) == ["thesis.tex"]
     (user / "metrics.json").write_text("my numbers")
     with pytest.raises(OutputRefused):  # a user's file, in a folder that is not a run folder
@@ -257,7 +272,7 @@ def test_run_folder_claim(tmp_path, monkeypatch):
     assert (user / "metrics.json").read_text() == "my numbers"
     monkeypatch.chdir(user)
     with pytest.raises(OutputRefused, match="working directory"):
-        publish.claim_run_folder(".")
+        publish.claim_run_folder(".", task="train")
 
 
 def test_a_full_disk_during_prep_names_the_output_not_the_input(tmp_path, monkeypatch):
@@ -321,11 +336,11 @@ def test_a_planted_run_marker_does_not_make_a_users_folder_a_run_folder(tmp_path
     (user / "thesis.docx").write_text("precious")
     (user / MARKER_FILE).write_text(json.dumps({"artifact": publish.RUN}))
     with pytest.raises(OutputRefused, match="did not write"):
-        publish.claim_run_folder(user)
+        publish.claim_run_folder(user, task="train")
     data = tmp_path / "data"
     data.mkdir()
     with pytest.raises(OutputRefused, match="inside the input folder"):
-        publish.claim_run_folder(data / "run", inputs=[data])
+        publish.claim_run_folder(data / "run", inputs=[data], task="train")
     assert list(data.iterdir()) == []
 
 
@@ -362,3 +377,90 @@ def test_an_output_name_too_long_for_its_temporary_is_refused_up_front(tmp_path)
     with pytest.raises(OutputRefused, match="too long"):
         publish_folder(tmp_path / ("a" * 240), "x")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_folder_is_swapped_in_one_step_and_its_path_never_vanishes(tmp_path, monkeypatch):
+    """On this file system the publish takes the exchange: a reader polling the output while
+    it is replaced, again and again, always finds it."""
+    target = tmp_path / "out"
+    publish_folder(target, "0")
+    swaps = []
+
+    def recorded(first: Path, second: Path) -> bool:
+        swaps.append(exchange(first, second))
+        return swaps[-1]
+
+    monkeypatch.setattr(publish, "exchange", recorded)
+    missing, done = [], threading.Event()
+
+    def reader() -> None:
+        while not done.is_set():
+            if not target.is_dir():
+                missing.append(1)
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    try:
+        for n in range(1, 40):
+            publish_folder(target, str(n))
+    finally:
+        done.set()
+        thread.join()
+    assert swaps and all(swaps), "this file system cannot exchange: the test proves nothing"
+    assert missing == []
+    assert (target / "data.txt").read_text() == "39"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # the old folder removed
+
+
+def test_without_exchange_the_two_renames_publish(tmp_path, monkeypatch):
+    monkeypatch.setattr(publish, "exchange", lambda first, second: False)
+    publish_folder(tmp_path / "out", "one")
+    publish_folder(tmp_path / "out", "two")
+    assert (tmp_path / "out" / "data.txt").read_text() == "two"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+@pytest.mark.parametrize("code", [errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP])
+def test_an_exchange_the_system_cannot_do_is_reported_as_such(tmp_path, monkeypatch, code):
+    def refuses(*args) -> int:
+        ctypes.set_errno(code)
+        return -1
+
+    monkeypatch.setattr(exchange_module, "_RENAMEAT2", refuses)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    assert exchange(tmp_path / "a", tmp_path / "b") is False
+    monkeypatch.setattr(exchange_module, "_RENAMEAT2", None)  # not Linux, or an old libc
+    assert exchange(tmp_path / "a", tmp_path / "b") is False
+
+
+def test_a_failed_exchange_is_an_error(tmp_path):
+    (tmp_path / "a").mkdir()
+    with pytest.raises(FileNotFoundError):
+        exchange(tmp_path / "a", tmp_path / "missing")
+
+
+@pytest.mark.parametrize("swap", ["exchange", "rename"])
+def test_a_file_added_to_our_folder_during_the_publish_stays(tmp_path, monkeypatch, swap):
+    """Somebody puts a file into our previous output after the last check: it goes back in
+    place, with the file, and nothing is published."""
+    target = tmp_path / "out"
+    publish_folder(target, "old")
+    if swap == "rename":
+        monkeypatch.setattr(publish, "exchange", lambda first, second: False)
+    checks = []
+    real_check = publish.check_target
+
+    def check_then_add(*args, **kwargs):
+        checked = real_check(*args, **kwargs)
+        checks.append(1)
+        if len(checks) == 2:
+            (target / "theirs.txt").write_text("theirs")
+        return checked
+
+    monkeypatch.setattr(publish, "check_target", check_then_add)
+    with pytest.raises(OutputRefused, match="changed while"):
+        publish_folder(target, "new")
+    assert (target / "theirs.txt").read_text() == "theirs"
+    assert (target / "data.txt").read_text() == "old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]

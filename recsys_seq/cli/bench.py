@@ -85,7 +85,8 @@ def run_task(cfg: DictConfig) -> Any:
     task = TASKS[name]()
     options = task_options(task, values, f"recsys-bench task={name}")
     if options.get("output") is not None:
-        check_target(options["output"], BENCHMARK, folder=False)  # before hours of work
+        read = [options["cache"]] if options.get("cache") else []  # the prepared datasets
+        check_target(options["output"], BENCHMARK, folder=False, inputs=read)  # before the work
     return task(**options)
 
 

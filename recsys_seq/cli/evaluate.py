@@ -87,7 +87,8 @@ def evaluate(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, Any]]:
 @exit_on_user_error("recsys-eval")
 def _main(cfg: DictConfig) -> None:
     metrics, objects = evaluate(cfg)
-    run_dir = claim_run_folder(cfg.paths.output_dir, inputs=[objects["datamodule"].path])
+    inputs = [objects["datamodule"].path, Path(cfg.ckpt_path)]
+    run_dir = claim_run_folder(cfg.paths.output_dir, inputs, task=str(cfg.task_name))
     path = runs.write_results(run_dir, metrics)
     runs.print_results(metrics, model_name=objects["spec"].name)
     print(f"Results: {path}")

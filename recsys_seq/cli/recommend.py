@@ -42,7 +42,13 @@ from omegaconf import DictConfig
 from data_prep import schema
 from data_prep.errors import UserError, exit_on_user_error, run_command
 from data_prep.ids import canonical_series, read_id_list
-from data_prep.publish import check_target, publishing, register_kind
+from data_prep.publish import (
+    check_run_folder,
+    check_target,
+    claim_run_folder,
+    publishing,
+    register_kind,
+)
 from recsys_seq import configs
 from recsys_seq.cli import runs
 from recsys_seq.cli.evaluate import restore
@@ -169,6 +175,9 @@ def recommend(cfg: DictConfig, show_progress: bool = True) -> tuple[pl.DataFrame
     inputs = [Path(options.ckpt_path), datamodule.path]
     if options.users != "all":
         inputs.append(Path(options.users))
+    task = str(cfg.task_name)
+    if options.output is None:  # the run folder's file: the run folder is checked as one
+        check_run_folder(output.parent, inputs, task=task)
     check_target(output, RECOMMENDATIONS, folder=False, inputs=inputs)  # before the work
     scored = datamodule.dataset(options.stage).users  # users with a window in this stage
     unknown = pl.Series("id", [], dtype=pl.String)
@@ -188,6 +197,8 @@ def recommend(cfg: DictConfig, show_progress: bool = True) -> tuple[pl.DataFrame
     model.predict_k = options.k
     model.exclude_history = options.exclude_history
     datamodule.serve_users(Stage(options.stage), wanted)
+    if options.output is None:  # all checked: the parts and the result go into it
+        claim_run_folder(output.parent, inputs, task=task)
     parts = output.parent / f".{output.name}.parts"  # one folder every rank sees
     clear_parts(parts)  # before any rank writes: ranks meet only inside predict
     writer = TopKWriter(parts)

@@ -114,9 +114,10 @@ def train(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, Any]]:
     if rerank is not None:
         data = ranker_data(data, rerank[1])
     check_trainer(configs.plain(cfg.trainer))
-    run_dir = check_run_folder(cfg.paths.output_dir)
+    task = str(cfg.task_name)
+    run_dir = check_run_folder(cfg.paths.output_dir, task=task)
     datamodule = runs.build_datamodule(data)
-    check_run_folder(run_dir, inputs=[datamodule.path])  # not in the data; before Lightning talks
+    check_run_folder(run_dir, [datamodule.path], task=task)  # not in the data; before Lightning
     spec = configs.spec_for_data(model_values, datamodule)
     configs.check_max_len(spec, data.max_len)
     check_windows(datamodule)
@@ -124,25 +125,25 @@ def train(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, Any]]:
     if resume is not None:
         check_resume(resume, spec, datamodule.path)
     sweep_job = in_sweep()
-    callbacks = runs.instantiate_group(cfg.get("callbacks"))
+    callbacks = runs.instantiate_group(cfg, "callbacks")
     if sweep_job:  # no bar or summary per job: one line each, the table at the end
         callbacks = [c for c in callbacks if not isinstance(c, ProgressBar | ModelSummary)]
         runs.quiet_lightning()
     trainer = build_trainer(
         cfg.trainer,
         callbacks=callbacks,
-        logger=runs.instantiate_group(cfg.get("logger")),
+        logger=runs.instantiate_group(cfg, "logger"),
         **({"enable_progress_bar": False, "enable_model_summary": False} if sweep_job else {}),
     )
     if rerank is None:
-        claim_run_folder(run_dir, inputs=[datamodule.path])  # all checked: the run writes here
+        claim_run_folder(run_dir, [datamodule.path], task=task)  # all checked: the run writes
         L.seed_everything(cfg.seed, workers=True)  # checks first: nothing printed before an error
         model = build_model(spec, datamodule.facts())
     else:
         source, options = rerank
         check_ranker(spec, options)
         plan = plan_retriever(source, cfg, datamodule, run_dir, options.holdout)
-        claim_run_folder(run_dir, inputs=[datamodule.path])
+        claim_run_folder(run_dir, [datamodule.path], task=task)
         model = two_stage_model(spec, plan, options, cfg.seed, datamodule, data.max_len)
     chosen_by_data = model_values.get("exclude_history", configs.AUTO) == configs.AUTO
     if chosen_by_data and trainer.is_global_zero and not sweep_job:
