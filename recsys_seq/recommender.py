@@ -11,8 +11,10 @@ ids, training counts, item categories) are stored in every checkpoint, so neithe
 prepared folder nor the working directory matter. Histories are scored in one batched pass
 through the code path evaluation and ``recsys-recommend`` use (:meth:`NextItemTask.predict_step`).
 
-Ids follow the policy of :mod:`data_prep.ids` (``" 014"`` and ``14`` are the same item).
-Items the model does not know are dropped from a history and counted; a history left with no
+Ids follow the policy of :mod:`data_prep.ids` (``" 014"`` and ``14`` are the same item), read
+value by value (:mod:`data_prep.id_values`): a boolean, a date, a missing id (None, NaN, "")
+or a float that is not an integer is refused with one error naming it and its place. Items
+the model does not know are dropped from a history and counted; a history left with no
 known item follows ``unknown``: ``skip`` (no recommendations), ``popular`` (the most frequent
 training items) or ``error``.
 """
@@ -30,12 +32,14 @@ import torch
 
 from data_prep import schema
 from data_prep.errors import UserError
+from data_prep.id_values import canonical_values
 from recsys_seq import checkpoint
 from recsys_seq.data.batch import JaggedWindows, PaddedBatchCollator
 from recsys_seq.data.catalogue import Catalogue
 from recsys_seq.data.dataset import jagged_positions
 from recsys_seq.data.facts import DataFacts
 from recsys_seq.models import NextItemTask
+from recsys_seq.models.two_stage import feature_tables
 from recsys_seq.serving import long_frame
 
 UnknownPolicy = Literal["skip", "popular", "error"]
@@ -88,7 +92,8 @@ class Recommender:
     """
 
     def __init__(self, task: NextItemTask, catalogue: Catalogue, max_len: int) -> None:
-        per_event = sorted(set(task.spec.side_features) - set(catalogue.features))
+        self._features = list(feature_tables(task))  # both stages' of a two-stage model
+        per_event = sorted(set(self._features) - set(catalogue.features))
         self.task = task
         self.catalogue = catalogue
         self.max_len = max_len
@@ -114,9 +119,8 @@ class Recommender:
     ) -> Recommendation:
         """The top-``k`` next items after ``history`` (oldest first), as a
         :class:`Recommendation`. See :meth:`recommend_batch` for the options."""
-        frame = self.recommend_batch([history], k, exclude_history=exclude_history, unknown=unknown)
-        ids = pl.Series("id", list(history), strict=False)
-        unknown_ids = ids.filter(self.catalogue.indices(ids) == 0).to_list()
+        frame, items = self._recommend([history], k, exclude_history, unknown, 1)
+        unknown_ids = [history[i] for i in np.flatnonzero(items == 0)]
         if frame.is_empty():
             return Recommendation([], [], unknown_ids, "skipped")
         return Recommendation(
@@ -135,7 +139,9 @@ class Recommender:
         """Top-``k`` for each history, as one table.
 
         Args:
-            histories: lists of original item ids, oldest first.
+            histories: lists of original item ids, oldest first: integers or text under the
+                id policy (:mod:`data_prep.id_values`: booleans, dates, missing ids and
+                floats that are not integers are refused: ``IdValueError``).
             k: recommendations per history.
             exclude_history: never recommend an item of the history again.
             unknown: a history with no known item: ``skip`` (no rows), ``popular`` (the most
@@ -145,14 +151,27 @@ class Recommender:
         Returns:
             ``query, rank, item_id, score, source, unknown_items``: ``query`` is the history's
             position in ``histories``, ``source`` ``model`` or ``popular``, ``unknown_items``
-            how many of its ids were dropped as unknown.
+            how many of its ids were dropped as unknown. No histories: no rows.
         """
+        return self._recommend(histories, k, exclude_history, unknown, batch_size)[0]
+
+    def _recommend(
+        self,
+        histories: Sequence[Sequence],
+        k: int,
+        exclude_history: bool,
+        unknown: str,
+        batch_size: int,
+    ) -> tuple[pl.DataFrame, np.ndarray]:
+        """:meth:`recommend_batch`'s table, and the item index of every history event (flat,
+        in order; 0 for an id the model does not know)."""
         self._check(k, unknown, batch_size)
-        query, items = self._known_items(histories)
+        lengths, items = self._known_items(histories)
         n = len(histories)
-        dropped = np.bincount(query[items == 0], minlength=n)
-        query, items = query[items != 0], items[items != 0]
-        lengths = np.bincount(query, minlength=n)
+        query = np.repeat(np.arange(n, dtype=np.int64), lengths)
+        known = items != 0
+        dropped = np.bincount(query[~known], minlength=n)
+        lengths = np.bincount(query[known], minlength=n)
         empty = np.flatnonzero(lengths == 0)
         if len(empty) and unknown == "error":
             shown = ", ".join(map(str, empty[:10])) + (", ..." if len(empty) > 10 else "")
@@ -161,17 +180,19 @@ class Recommender:
                 f"model knows (positions {shown}); pass unknown=skip or unknown=popular."
             )
         served = np.flatnonzero(lengths > 0)
+        query, events = query[known], items[known]
         parts = [
-            self._score(query, items, lengths, served[i : i + batch_size], k, exclude_history)
+            self._score(query, events, lengths, served[i : i + batch_size], k, exclude_history)
             for i in range(0, len(served), batch_size)
         ]
         if len(empty) and unknown == "popular":
             parts.append(self._popular(empty, k))
         frame = (pl.concat(parts) if parts else _empty_frame()).sort("query", "rank")
-        return frame.with_columns(
+        frame = frame.with_columns(
             item_id=self.catalogue.ids(frame["item"].to_numpy()),
-            unknown_items=pl.Series(dropped).gather(frame["query"]),
+            unknown_items=pl.Series(dropped, dtype=pl.Int64).gather(frame["query"]),
         ).select(BATCH_COLUMNS)
+        return frame, items
 
     def _check(self, k: int, unknown: str, batch_size: int) -> None:
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
@@ -190,19 +211,14 @@ class Recommender:
             )
 
     def _known_items(self, histories: Sequence[Sequence]) -> tuple[np.ndarray, np.ndarray]:
-        """``(query, item)`` per history event, flat in order; item 0 where unknown."""
+        """``(lengths, items)``: each history's length, and the item index of every event,
+        flat in order (0 where the model does not know the id)."""
         if isinstance(histories, (str, bytes)) or not isinstance(histories, Sequence):
             raise UserError("histories must be a list of lists of item ids.")
         if any(isinstance(h, (str, bytes)) or not isinstance(h, Sequence) for h in histories):
             raise UserError("each history must be a list of item ids (a string is one id).")
-        flat = (
-            pl.Series("id", [list(h) for h in histories], strict=False)
-            .to_frame()
-            .with_row_index("query")
-            .filter(pl.col("id").list.len() > 0)  # an empty list would explode into a null
-            .explode("id")
-        )
-        return flat["query"].to_numpy().astype(np.int64), self.catalogue.indices(flat["id"])
+        lengths, ids = canonical_values(histories, "item")
+        return lengths, self.catalogue.indices(ids)
 
     @torch.inference_mode()
     def _score(
@@ -226,7 +242,7 @@ class Recommender:
             features={
                 name: torch.from_numpy(values[recent])
                 for name, values in self.catalogue.features.items()
-                if name in self.task.spec.side_features
+                if name in self._features
             },
             seen=seen,
             seen_lengths=torch.from_numpy(lengths[chosen]),

@@ -112,20 +112,27 @@ class TopKWriter(BasePredictionWriter):
     def on_predict_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         keys = ("user", "items", "scores")
         if self._batches:  # one transfer to the host for the whole epoch
-            tensors = [torch.cat([b[k] for b in self._batches]).cpu() for k in keys]
+            frame = long_frame(*(torch.cat([b[k] for b in self._batches]).cpu() for k in keys))
         else:  # a rank without users writes no rows
-            none = torch.zeros(0, 1, dtype=torch.long)
-            tensors = [none[:, 0], none, none]
+            frame = no_rows()
         self.parts.mkdir(parents=True, exist_ok=True)
-        long_frame(*tensors).write_parquet(
+        frame.write_parquet(
             self.parts / f"part-{trainer.global_rank}.parquet", metadata={PART_KEY: PART}
         )
         self._batches = []
 
 
+def no_rows() -> pl.DataFrame:
+    """An empty :func:`long_frame`."""
+    none = torch.zeros(0, 1, dtype=torch.long)
+    return long_frame(none[:, 0], none, none)
+
+
 def read_parts(parts: Path) -> pl.DataFrame:
-    """Every rank's part, as one :func:`long_frame`."""
-    return pl.concat([pl.read_parquet(p) for p in sorted(parts.glob("part-*.parquet"))])
+    """Every rank's part, as one :func:`long_frame`; no rows when none was written (no user
+    to score: Lightning runs no prediction epoch at all)."""
+    frames = [pl.read_parquet(p) for p in sorted(parts.glob("part-*.parquet"))]
+    return pl.concat(frames) if frames else no_rows()
 
 
 def _is_part(path: Path) -> bool:

@@ -90,14 +90,14 @@ def test_ids_follow_the_id_policy(model, demo_dir):  # noqa: F811
 
 def test_unknown_items_are_dropped_and_counted(model, demo_dir):  # noqa: F811
     history = histories(demo_dir, 1)[0]
-    noisy = ["no-such-item", *history, None, "x"]
+    noisy = ["no-such-item", *history, "x"]
     got = model.recommend(noisy)
-    assert got.unknown == ["no-such-item", None, "x"]
+    assert got.unknown == ["no-such-item", "x"]
     assert got.items == model.recommend(history).items
     batch = model.recommend_batch([noisy, history])
     assert batch.group_by("query").agg(pl.col("unknown_items").first()).sort("query")[
         "unknown_items"
-    ].to_list() == [3, 0]
+    ].to_list() == [2, 0]
 
 
 def test_histories_with_no_known_item_follow_the_policy(model):
@@ -128,8 +128,9 @@ def test_histories_with_no_known_item_follow_the_policy(model):
         (lambda m: m.recommend([1], k=True), "k must be a positive integer"),
         (lambda m: m.recommend([1], unknown="guess"), "unknown must be one of"),
         (lambda m: m.recommend_batch([[1]], batch_size=0), "batch_size"),
-        (lambda m: m.recommend([[1, 2]]), "not integers or text"),
-        (lambda m: m.recommend([1.5]), "not integer ids"),
+        (lambda m: m.recommend([[1, 2]]), r"\[1, 2\] \(list\) is not an id"),
+        (lambda m: m.recommend([1.5]), "not an integer id"),
+        (lambda m: m.recommend([1, None]), r"histories\[0\]\[1\] = None .*missing id"),
     ],
 )
 def test_wrong_uses_get_a_clear_error(model, call, message):

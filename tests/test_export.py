@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from recsys_seq import checkpoint as checkpoints
-from recsys_seq.cli.export import NextItemScorer, example_inputs, export
+from recsys_seq.cli.export import NextItemScorer, example_inputs, export, export_program
 from recsys_seq.models import build_model, model_spec
 from recsys_seq.models.encoders.gru import GRUEncoder
 from recsys_seq.options import OptionError
@@ -82,3 +82,21 @@ def test_only_sequential_models_and_known_formats(tmp_path, checkpoint):
     )
     with pytest.raises(TypeError, match="dot-product scorer"):
         NextItemScorer(din.model)
+
+
+def test_a_model_with_side_features_exports_with_them_dynamic():
+    spec = model_spec(
+        {
+            "name": "sasrec",
+            "num_items": 30,
+            "embedding_dim": 8,
+            "side_features": {"category": 5},
+            "encoder": {"name": "self_attention", "max_len": 12, "num_layers": 1, "num_heads": 1},
+        }
+    )
+    scorer = NextItemScorer(build_model(spec).model)
+    program = export_program(scorer).module()
+    for seed, (batch_size, length) in enumerate([(2, 4), (7, 11)]):
+        inputs = example_inputs(scorer, batch_size, length, seed=seed)
+        with torch.no_grad():
+            torch.testing.assert_close(program(*inputs), scorer(*inputs))

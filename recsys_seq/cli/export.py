@@ -17,19 +17,25 @@ with ``exclude_history=true`` the input items are ``-inf`` too. Models with side
 them as further ``(B, T)`` long inputs, in the order of ``NextItemScorer.feature_names``.
 Supported: models with the dot-product scorer (sasrec, gru, and any encoder), and two-stage
 models (``rerank=topk``), exported as :class:`TwoStageRanker`: ``program(items, mask)`` ->
-``(candidates (B, K), scores (B, K))``, the retriever's top-K in the ranker's order. DIN alone
-scores the catalogue in a loop of chunks, which is not exported.
+``(candidates (B, K), scores (B, K))``, the retriever's top-K in the ranker's order, with the
+side features either stage reads. DIN alone scores the catalogue in a loop of chunks, which is
+not exported.
 
 Formats. ``.pt2`` (torch.export, preferred) keeps B and T symbolic for the self-attention
 encoder; ``nn.GRU`` is unrolled over time by torch.export, which fixes T, so a GRU model is
 refused for ``.pt2`` with a pointer to ``.pt``: a TorchScript trace records ``aten::gru`` as
 one op and stays valid for any B and T (also fine for sasrec; its ``T <= max_len`` check is
-not traced, longer inputs fail on the position table instead). Load a ``.pt2`` with
-``torch.export.load(path).module()``, a ``.pt`` with ``torch.jit.load(path)``.
+not traced, longer inputs fail on the position table instead). The same holds for ``.onnx``
+(made by torch.export) and for a two-stage model with a gru retriever. ``.onnx`` needs the
+``onnx`` extra and holds one-stage models only (ONNX has no stable sort for the two-stage
+order); the command refuses what a format cannot hold before any work, naming one that can.
+Load a ``.pt2`` with ``torch.export.load(path).module()``, a ``.pt`` with
+``torch.jit.load(path)``.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import warnings
 import zipfile
 from dataclasses import dataclass
@@ -50,6 +56,7 @@ from recsys_seq.models import NextItemModel, TwoStageTask
 from recsys_seq.models.encoders.gru import GRUEncoder
 from recsys_seq.models.ranking import rankable_scores
 from recsys_seq.models.scorers import DotProductScorer
+from recsys_seq.models.two_stage import feature_tables
 from recsys_seq.options import OptionError
 
 FORMATS = (".pt2", ".pt", ".onnx")
@@ -108,6 +115,9 @@ class TwoStageRanker(nn.Module):
     model: the retriever's top-K (input items excluded with ``exclude_history``) in the
     ranker's order, with the ranker's scores (:meth:`Candidates.ranked`).
 
+    Holds the task's plain :class:`Reranker` (no Lightning: TorchScript cannot trace a
+    module that is not attached to a Trainer).
+
     Args:
         task: a trained :class:`TwoStageTask` (put in eval mode).
         exclude_history: never return an input item.
@@ -115,19 +125,17 @@ class TwoStageRanker(nn.Module):
 
     def __init__(self, task: TwoStageTask, exclude_history: bool = False) -> None:
         super().__init__()
-        self.task = task.eval()
-        self.model = task.retriever  # what sizes the inputs (items, features, max_len)
+        self.reranker = task.eval().reranker
+        self.model = task.retriever  # what sizes the inputs (items, max_len)
+        self.num_candidates = task.num_candidates
         self.exclude_history = exclude_history
-        # the side features either stage reads
-        self.feature_tables = dict(task.retriever.embedder.features) | dict(
-            task.model.embedder.features
-        )
+        self.feature_tables = feature_tables(task)  # the side features either stage reads
         self.feature_names = list(self.feature_tables)
 
     def forward(self, items: torch.Tensor, mask: torch.Tensor, *features: torch.Tensor):
         batch = {"items": items, "mask": mask, "lengths": mask.sum(1)}
         batch |= dict(zip(self.feature_names, features, strict=True))
-        return self.task.candidates(batch, items if self.exclude_history else None).ranked()
+        return self.reranker.candidates(batch, items if self.exclude_history else None).ranked()
 
 
 def example_inputs(
@@ -152,19 +160,51 @@ def max_length(model: NextItemModel) -> int | None:
     return getattr(model.encoder, "max_len", None)
 
 
+def check_format(scorer: NextItemScorer | TwoStageRanker, suffix: str) -> None:
+    """Refuse, before any work, a format that cannot hold ``scorer``, naming one that can:
+    torch.export (also under ``.onnx``) unrolls ``nn.GRU`` over time, which fixes the
+    sequence length; ONNX has no stable sort for the two-stage order; ONNX needs packages
+    the project does not install by default."""
+    two_stage = isinstance(scorer, TwoStageRanker)
+    if suffix in (".pt2", ".onnx") and isinstance(scorer.model.encoder, GRUEncoder):
+        which = "a two-stage model of a gru retriever" if two_stage else "the gru model"
+        raise OptionError(
+            f"{suffix} goes through torch.export, which unrolls nn.GRU over time and so fixes "
+            f"the sequence length: export {which} with output=<file>.pt (TorchScript trace, "
+            "any length)"
+        )
+    if suffix == ".onnx" and two_stage:
+        raise OptionError(
+            "ONNX has no stable sort, which the two-stage order needs (ties in the retriever's "
+            "order): export a two-stage model with output=<file>.pt2 (torch.export) or "
+            "output=<file>.pt (TorchScript)"
+        )
+    if suffix == ".onnx" and not all(map(importlib.util.find_spec, ("onnx", "onnxscript"))):
+        raise OptionError(
+            "ONNX export needs the onnx and onnxscript packages (`pip install "
+            "'recsys-seq[onnx]'`); or export to .pt2 (torch.export) or .pt (TorchScript), "
+            "which need nothing extra"
+        )
+
+
+def dynamic_shapes(inputs: tuple[torch.Tensor, ...], batch: Any, seq: Any) -> tuple:
+    """Batch size and sequence length dynamic for ``(items, mask, *features)``: torch.export
+    binds the features to the one variadic argument, so theirs are one nested tuple (absent
+    without features)."""
+    items, mask, *features = ({0: batch, 1: seq} for _ in inputs)
+    return (items, mask, tuple(features)) if features else (items, mask)
+
+
 def export_program(scorer: NextItemScorer | TwoStageRanker) -> torch.export.ExportedProgram:
     """``torch.export`` with a dynamic batch size and sequence length."""
-    if isinstance(scorer.model.encoder, GRUEncoder):
-        raise OptionError(
-            "torch.export unrolls nn.GRU over time, which fixes the sequence length: export "
-            "the gru model with output=<file>.pt (TorchScript trace, any length)"
-        )
+    check_format(scorer, ".pt2")
     batch = Dim("batch", min=1)
     seq = Dim("seq", min=1, max=max_length(scorer.model) or int(2**16))
     inputs = example_inputs(scorer, batch_size=3, length=min(5, max_length(scorer.model) or 5))
-    dynamic = tuple({0: batch, 1: seq} for _ in inputs)
     with torch.no_grad():
-        return torch.export.export(scorer, inputs, dynamic_shapes=dynamic, strict=False)
+        return torch.export.export(
+            scorer, inputs, dynamic_shapes=dynamic_shapes(inputs, batch, seq), strict=False
+        )
 
 
 def trace(scorer: NextItemScorer | TwoStageRanker) -> torch.jit.ScriptModule:
@@ -217,6 +257,7 @@ def export(cfg: DictConfig) -> dict[str, Any]:
     else:
         model = trained.build().model
         scorer = NextItemScorer(model, exclude_history=options.exclude_history)
+    check_format(scorer, output.suffix)
     inputs = [Path(options.ckpt_path)]
     with publishing(output, EXPORT, folder=False, inputs=inputs) as tmp:
         if output.suffix == ".pt2":
@@ -229,13 +270,8 @@ def export(cfg: DictConfig) -> dict[str, Any]:
 
 
 def export_onnx(scorer: NextItemScorer | TwoStageRanker, path: Path) -> None:
-    try:
-        import onnxscript  # noqa: F401  (torch.onnx's exporter needs it)
-    except ImportError:
-        raise RuntimeError(
-            "ONNX export needs the onnx and onnxscript packages (`pip install onnx onnxscript`); "
-            "or export to .pt2 (torch.export), which needs nothing extra"
-        ) from None
+    """An ONNX program (``torch.onnx`` over torch.export; :func:`check_format` first)."""
+    check_format(scorer, ".onnx")
     inputs = example_inputs(scorer, batch_size=3, length=min(5, max_length(scorer.model) or 5))
     names = ["items", "mask", *scorer.feature_names]
     program = torch.onnx.export(
@@ -244,7 +280,7 @@ def export_onnx(scorer: NextItemScorer | TwoStageRanker, path: Path) -> None:
         dynamo=True,
         input_names=names,
         output_names=["candidates", "scores"] if isinstance(scorer, TwoStageRanker) else ["scores"],
-        dynamic_shapes=tuple({0: "batch", 1: "seq"} for _ in inputs),
+        dynamic_shapes=dynamic_shapes(inputs, "batch", "seq"),
     )
     program.model.metadata_props[ARTIFACT_KEY] = EXPORT
     program.save(str(path))
@@ -258,7 +294,7 @@ def _main(cfg: DictConfig) -> None:
     if isinstance(result["scorer"], TwoStageRanker):
         print(
             f"Exported the two-stage {result['spec'].name} (retriever's top "
-            f"{result['scorer'].task.num_candidates} re-ranked; inputs: items, mask"
+            f"{result['scorer'].num_candidates} re-ranked; inputs: items, mask"
             f"{''.join(', ' + n for n in result['scorer'].feature_names)}; outputs: candidates, "
             f"scores in the final order) to {result['output']}"
         )

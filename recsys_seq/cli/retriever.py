@@ -24,6 +24,8 @@ from typing import Any
 import torch
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.errors import HydraException, MissingConfigException
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from data_prep.run_folders import METRICS_FILE
@@ -115,12 +117,7 @@ def retriever_config(
     """``recsys-train experiment=<source.experiment> <source.overrides>`` as a config, with
     what says how the command runs carried over from ``cfg`` (module docstring), and the
     ranker's ``holdout`` events held out of its training."""
-    overrides = [f"experiment={source.experiment}", *source.overrides]
-    if GlobalHydra.instance().is_initialized():  # inside recsys-train
-        composed = compose("train", overrides=overrides)
-    else:  # called from Python
-        with initialize_config_dir(configs.CONF_DIR, version_base="1.3"):
-            composed = compose("train", overrides=overrides)
+    composed = compose_experiment(source)
     trainer = OmegaConf.to_container(cfg.trainer, resolve=False)
     with open_dict(composed):
         composed.paths = OmegaConf.to_container(cfg.paths, resolve=True)
@@ -138,6 +135,43 @@ def retriever_config(
         composed.rerank = None
         composed.data.train_holdout = holdout
     return composed
+
+
+def compose_experiment(source: RetrieverSource) -> DictConfig:
+    """``recsys-train experiment=<source.experiment> <source.overrides>`` composed where the
+    ranker's own ``experiment=`` would be found: the project's configs and the folders of the
+    run's ``hydra.searchpath``. A name or override that does not compose is an option error
+    naming the experiments there is."""
+    overrides = [f"experiment={source.experiment}", *source.overrides]
+    searchpath = list(HydraConfig.get().searchpath) if HydraConfig.initialized() else []
+    if searchpath:
+        overrides.append(f"hydra.searchpath=[{','.join(map(repr, searchpath))}]")
+    try:
+        if GlobalHydra.instance().is_initialized():  # inside recsys-train
+            return compose("train", overrides=overrides)
+        with initialize_config_dir(configs.CONF_DIR, version_base="1.3"):  # called from Python
+            return compose("train", overrides=overrides)
+    except HydraException as error:
+        raise OptionError(_composition_problem(source, error)) from None
+
+
+def _composition_problem(source: RetrieverSource, error: HydraException) -> str:
+    options = getattr(error, "options", None)
+    if isinstance(error, MissingConfigException) and f"experiment/{source.experiment}" in str(
+        error
+    ):
+        known = ", ".join(options or []) or "none"
+        return (
+            f"rerank.retriever.experiment={source.experiment}: there is no experiment config of "
+            f"that name (experiments: {known}). Add a folder of your own experiments with "
+            "hydra.searchpath=[file://<folder>], or give a trained retriever with "
+            "rerank.retriever.ckpt_path=<best.ckpt>."
+        )
+    message = " ".join(str(error).split("Config search path:")[0].split())
+    return (
+        f"rerank.retriever.overrides={source.overrides} do not compose with experiment "
+        f"{source.experiment}: {message}"
+    )
 
 
 def _check_same_data(retriever_cfg: DictConfig, datamodule: SequenceDataModule) -> None:

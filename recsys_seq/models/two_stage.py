@@ -103,6 +103,66 @@ class Candidates:
         return torch.where(chosen, ranker_rank, retriever_rank)
 
 
+def feature_tables(task: NextItemTask) -> dict[str, nn.Embedding]:
+    """``{batch key: embedding table}`` of the side features a batch for ``task`` must carry:
+    its model's, and a two-stage model's retriever's too (the stages may embed different
+    ones)."""
+    tables = dict(task.model.embedder.features)
+    if isinstance(task, TwoStageTask):
+        tables = dict(task.retriever.embedder.features) | tables
+    return tables
+
+
+class Reranker(nn.Module):
+    """Both stages as plain PyTorch, as :class:`NextItemModel` is one stage: the frozen
+    retriever's top-K re-scored by the ranker. No Lightning inside, so an exported program
+    holds this; :attr:`TwoStageTask.reranker` builds it over the task's own modules and
+    weights (shared, not copied), so the task keeps its checkpoint layout.
+
+    Args:
+        retriever: the retriever's network.
+        model: the ranker's network.
+        num_candidates: K, the retriever's candidates per window.
+        ranker_weight, score_weight: with ``rerank.retriever_score`` the logit is
+            ``ranker_weight * ranker + score_weight * retriever score``; None: the ranker's.
+    """
+
+    def __init__(
+        self,
+        retriever: NextItemModel,
+        model: NextItemModel,
+        num_candidates: int,
+        ranker_weight: nn.Parameter | None,
+        score_weight: nn.Parameter | None,
+    ) -> None:
+        super().__init__()
+        self.retriever = retriever
+        self.model = model
+        self.num_candidates = num_candidates
+        self.ranker_weight = ranker_weight
+        self.score_weight = score_weight
+
+    def candidates(
+        self, batch: dict[str, torch.Tensor], exclude: torch.Tensor | None
+    ) -> Candidates:
+        """The retriever's top-K for each whole window (``exclude`` items never among them)
+        and the ranker's scores of them."""
+        retriever_scores = rankable_scores(self.retriever.score_next(batch), exclude)
+        k = min(self.num_candidates, retriever_scores.shape[1] - 1)
+        top, items = retriever_scores.topk(k, dim=1)  # (B, K), best first
+        valid = top.isfinite()
+        states = self.model.encode(batch)
+        logits = self.model.score(states, batch["mask"][:, None, :], items).float()
+        logits = self.with_retriever_score(logits, torch.where(valid, top, 0.0))
+        ranker_scores = torch.where(valid, logits, float("-inf"))
+        return Candidates(retriever_scores, items, valid, ranker_scores)
+
+    def with_retriever_score(self, logits: torch.Tensor, score: torch.Tensor) -> torch.Tensor:
+        if self.score_weight is None:
+            return logits
+        return self.ranker_weight * logits + self.score_weight * score
+
+
 class TwoStageTask(NextItemTask):
     """The ranker's :class:`NextItemTask` over a frozen retriever's candidates (module doc).
 
@@ -159,25 +219,18 @@ class TwoStageTask(NextItemTask):
 
     # -- both stages -------------------------------------------------------------------
 
+    @property
+    def reranker(self) -> Reranker:
+        """Both stages as a plain module over this task's own parts (:class:`Reranker`)."""
+        return Reranker(
+            self.retriever, self.model, self.num_candidates, self.ranker_weight, self.score_weight
+        )
+
     def candidates(
         self, batch: dict[str, torch.Tensor], exclude: torch.Tensor | None
     ) -> Candidates:
-        """The retriever's top-K for each whole window (``exclude`` items never among them)
-        and the ranker's scores of them."""
-        retriever_scores = rankable_scores(self.retriever.score_next(batch), exclude)
-        k = min(self.num_candidates, retriever_scores.shape[1] - 1)
-        top, items = retriever_scores.topk(k, dim=1)  # (B, K), best first
-        valid = top.isfinite()
-        states = self.model.encode(batch)
-        logits = self.model.score(states, batch["mask"][:, None, :], items).float()
-        logits = self._with_retriever_score(logits, torch.where(valid, top, 0.0))
-        ranker_scores = torch.where(valid, logits, float("-inf"))
-        return Candidates(retriever_scores, items, valid, ranker_scores)
-
-    def _with_retriever_score(self, logits: torch.Tensor, score: torch.Tensor) -> torch.Tensor:
-        if self.score_weight is None:
-            return logits
-        return self.ranker_weight * logits + self.score_weight * score
+        """:meth:`Reranker.candidates` of this task."""
+        return self.reranker.candidates(batch, exclude)
 
     # -- training ----------------------------------------------------------------------
 
@@ -196,7 +249,7 @@ class TwoStageTask(NextItemTask):
         if self.score_weight is not None:
             with torch.no_grad():
                 score = self.retriever.score(retriever_states, visible, flat)
-            logits = self._with_retriever_score(logits, score)
+            logits = self.reranker.with_retriever_score(logits, score)
         logits = logits.view(candidates.shape)
         if self.rerank.options.objective == "softmax":
             first = torch.zeros(logits.shape[:-1], dtype=torch.long, device=logits.device)
