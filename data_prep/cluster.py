@@ -16,7 +16,11 @@ batch job per group of workers). The options (``conf/cluster/<kind>.yaml``)::
     cluster=tcp://scheduler:8786                  a running cluster (``dask scheduler``)
 
 Every task reads and writes files under the job's work folder, which sits beside the output:
-on a cluster, the output (and the input) must be on storage that every worker sees.
+on a cluster, the output (and the input) must be on storage that every worker sees. The
+options are checked before anything starts (:mod:`data_prep.cluster_options`); what can only
+go wrong once it runs (no ``sbatch``, a scheduler out of reach, jobs that never leave the
+queue, workers lost for memory) ends the job with one paragraph and exit status 2, and a
+task's own user error comes back from its worker as that error.
 """
 
 from __future__ import annotations
@@ -24,111 +28,35 @@ from __future__ import annotations
 import logging
 import os
 import pickle
+import shutil
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from omegaconf import OmegaConf
-
-from data_prep.conf import CONF_DIR
-from data_prep.option_checks import option_int
+from data_prep.cluster_options import INSTALL, is_address, resolve_cluster
+from data_prep.errors import UserError
 from data_prep.prep_error import PrepError
 
-CLUSTER_DIR = CONF_DIR / "cluster"
-KINDS = ("local", "slurm", "address")
+__all__ = ["DaskExecutor", "InProcess", "is_address", "open_executor", "resolve_cluster"]
 SCATTER_BYTES = 1 << 16  # task arguments above this size are sent to each worker once
-INSTALL = "pip install 'recsys-seq[cluster]' (Dask distributed and dask-jobqueue)"
-# counts of each kind, with their least value
-COUNTS = {
-    "local": {"workers": 1, "threads_per_worker": 1, "retries": 0},
-    "slurm": {"jobs": 1, "workers_per_job": 1, "cores_per_job": 1, "retries": 0},
-    "address": {"retries": 0},
-}
-TEXTS = {
-    "local": {"memory_per_worker": True},
-    "slurm": {
-        "memory_per_job": False,
-        "walltime": False,
-        "queue": True,
-        "account": True,
-        "local_directory": True,
-    },
-    "address": {"address": False},
-}  # text option -> whether it may be null
-LISTS = {"slurm": ("job_directives", "prologue")}
-
-
-def kind_defaults(kind: str) -> dict[str, Any]:
-    """The options of a cluster kind with their defaults: ``conf/cluster/<kind>.yaml``."""
-    return OmegaConf.to_container(OmegaConf.load(CLUSTER_DIR / f"{kind}.yaml"), resolve=True)
-
-
-def is_address(value: str) -> bool:
-    """``tcp://host:8786``, ``host:8786``: a running cluster's scheduler, not a kind's name."""
-    return "://" in value or (":" in value and value.rsplit(":", 1)[1].isdigit())
-
-
-def resolve_cluster(value: Any) -> dict[str, Any] | None:
-    """The checked cluster options: None (this process), a kind's name, a scheduler address,
-    or a mapping with ``kind`` (as Hydra composes ``cluster=<kind>``).
-
-    Every option of the kind is filled from its yaml and checked; an unknown option or a
-    value of the wrong type is a :class:`PrepError` naming it.
-    """
-    if value is None:
-        return None
-    if isinstance(value, str):
-        value = {"kind": "address", "address": value} if is_address(value) else {"kind": value}
-    if not isinstance(value, Mapping) or value.get("kind") not in KINDS:
-        shown = value.get("kind") if isinstance(value, Mapping) else value
-        raise PrepError(
-            f"cluster must be one of {', '.join(KINDS[:2])} or a scheduler address "
-            f"(cluster=tcp://host:8786), not {shown!r}."
-        )
-    kind = value["kind"]
-    known = kind_defaults(kind)
-    unknown = sorted(set(value) - set(known))
-    if unknown:
-        raise PrepError(
-            f"Unknown option(s) {unknown} for cluster={kind}; its options: "
-            f"{', '.join(sorted(k for k in known if k != 'kind'))}."
-        )
-    out = {**known, **value}
-    for key, least in COUNTS[kind].items():
-        out[key] = option_int(f"cluster.{key}", out[key], least)
-    for key, nullable in TEXTS[kind].items():
-        if (out[key] is None and not nullable) or not isinstance(out[key], (str, type(None))):
-            raise PrepError(
-                f"Option cluster.{key} must be text (e.g. {_example(kind, key)}), got {out[key]!r}."
-            )
-    for key in LISTS.get(kind, ()):
-        if not isinstance(out[key], list) or not all(isinstance(v, str) for v in out[key]):
-            raise PrepError(f"Option cluster.{key} must be a list of text, got {out[key]!r}.")
-    if kind == "slurm" and out["cores_per_job"] < out["workers_per_job"]:
-        raise PrepError(
-            f"cluster.cores_per_job ({out['cores_per_job']}) must be at least "
-            f"cluster.workers_per_job ({out['workers_per_job']}): each worker needs a core."
-        )
-    return out
-
-
-def _example(kind: str, key: str) -> str:
-    return {"address": "tcp://host:8786", "walltime": "01:00:00"}.get(key, f"cluster.{key}=4GiB")
+POLL_SECONDS = 2.0  # how often a waiting map checks that the cluster still has workers
 
 
 @dataclass
 class Refused:
-    """A task's :class:`PrepError`, returned instead of raised: bad data is not retried."""
+    """A task's :class:`UserError`, returned instead of raised: bad data is not retried, and
+    the caller re-raises it as the user error it is."""
 
-    error: PrepError
+    error: UserError
 
 
 def _guarded(item: Any, fn: Callable, args: tuple) -> Any:
     try:
         return fn(item, *args)
-    except PrepError as err:
+    except UserError as err:
         return Refused(err)
 
 
@@ -154,28 +82,61 @@ class InProcess:
 
 class DaskExecutor:
     """Runs each map as one Dask task per item, retried ``retries`` times when it fails for
-    another reason than the data (a lost worker is rerun elsewhere by Dask itself)."""
+    another reason than the data (a lost worker is rerun elsewhere by Dask itself).
+
+    A task whose workers keep dying (the nanny restarts a worker above its memory limit, the
+    kernel or SLURM kills one) and a cluster left with no workers at all (a walltime, a
+    preemption) end the map with one paragraph saying what to set, instead of a traceback
+    or a wait that never ends."""
 
     shares_memory = False
 
-    def __init__(self, client: Any, slots: int, retries: int):
-        self.client, self.slots, self.retries = client, slots, retries
+    def __init__(self, client: Any, slots: int, options: Mapping[str, Any]):
+        self.client, self.slots, self.options = client, slots, options
 
     def map(self, fn: Callable, items: Sequence[Any], *args: Any) -> list[Any]:
         from distributed import KilledWorker
+        from distributed.comm import CommClosedError
 
         shared = tuple(self._shared(a) for a in args)
         futures = self.client.map(
-            _guarded, list(items), fn=fn, args=shared, retries=self.retries, pure=False
+            _guarded, list(items), fn=fn, args=shared, retries=self.options["retries"], pure=False
         )
         try:
-            return _raise_refusals(self.client.gather(futures))
-        except KilledWorker as err:
+            return _raise_refusals(self._gather(futures))
+        except (KilledWorker, CommClosedError):
             raise PrepError(
-                f"A {fn.__name__} task of the prep job killed the workers that ran it ({err}); "
-                "usually memory: give the workers more (cluster.memory_per_worker, "
-                "cluster.memory_per_job) or the job more partitions (partitions=N)."
+                f"The prep job's {fn.__name__.strip('_')} task lost the Dask worker that ran "
+                f"it {self.options['retries'] + 1} time(s): what it holds (one input file or "
+                f"one user part) needs more memory than a worker's limit "
+                f"({memory_limit(self.options)}), or the workers were killed. Give each "
+                f"worker more memory ({memory_setting(self.options)}) or cut the log into "
+                "more, smaller user parts (partitions=N, more than the workers)."
             ) from None
+
+    def _gather(self, futures: list[Any]) -> list[Any]:
+        """The futures' results, checking while they wait that the cluster still has workers
+        (tasks of a cluster with none would wait for ever)."""
+        from distributed import wait
+
+        workerless_since = None
+        while True:
+            try:
+                wait(futures, timeout=POLL_SECONDS)
+                return self.client.gather(futures)
+            except TimeoutError:
+                pass
+            if self.client.nthreads():
+                workerless_since = None
+            elif workerless_since is None:
+                workerless_since = time.monotonic()
+            elif time.monotonic() - workerless_since > self.options["start_timeout"]:
+                raise PrepError(
+                    f"The Dask cluster (cluster={self.options['kind']}) has had no workers for "
+                    f"{self.options['start_timeout']:g} s (cluster.start_timeout) while the "
+                    "prep job's tasks waited: its workers ended (a walltime, a preemption, or "
+                    f"killed for memory: {memory_setting(self.options)}). Start it again."
+                )
 
     def _shared(self, arg: Any) -> Any:
         """A large argument that every task reads (the item codes, the k-core's items) as a
@@ -199,6 +160,27 @@ class DaskExecutor:
             )
 
 
+def memory_limit(options: Mapping[str, Any]) -> str:
+    """A worker's memory limit as the options set it, for messages."""
+    if options["kind"] == "local":
+        given = options["memory_per_worker"]
+        return f"cluster.memory_per_worker={given}" if given else "the machine's memory / workers"
+    if options["kind"] == "slurm":
+        return (
+            f"cluster.memory_per_job={options['memory_per_job']} shared by "
+            f"cluster.workers_per_job={options['workers_per_job']}"
+        )
+    return "the workers' own --memory-limit"
+
+
+def memory_setting(options: Mapping[str, Any]) -> str:
+    """What gives each worker more memory, for messages."""
+    return {
+        "local": "cluster.memory_per_worker=8GiB, or fewer cluster.workers",
+        "slurm": "more cluster.memory_per_job, or fewer cluster.workers_per_job",
+    }.get(options["kind"], "dask worker --memory-limit on the cluster")
+
+
 @contextmanager
 def open_executor(options: Mapping[str, Any] | None) -> Iterator[InProcess | DaskExecutor]:
     """The executor for checked cluster options (:func:`resolve_cluster`); a cluster that
@@ -216,44 +198,112 @@ def open_executor(options: Mapping[str, Any] | None) -> Iterator[InProcess | Das
 
 @contextmanager
 def _quiet_scheduler() -> Iterator[None]:
-    """Dask's own INFO lines (workers registered, keys released) are not the job's progress
-    (set after Dask is imported: its import configures its loggers)."""
+    """Dask's own log lines (workers registered or restarted, tasks marked as failed) are not
+    the job's progress: the job reports what ends it as one paragraph (set after Dask is
+    imported: its import configures its loggers)."""
     logger = logging.getLogger("distributed")
     level = logger.level
-    logger.setLevel(logging.WARNING)
+    logger.setLevel(logging.CRITICAL)
     try:
         yield
     finally:
         logger.setLevel(level)
 
 
+def _scheduler_config(options: Mapping[str, Any]) -> dict[str, Any]:
+    """Dask settings for a cluster this process starts: a lost worker's task is rerun
+    ``retries`` times, and a worker near its memory limit is restarted rather than paused (a
+    paused worker never runs its task again: the prep's tasks hold frames Dask cannot
+    spill)."""
+    return {
+        "distributed.scheduler.allowed-failures": options["retries"],
+        "distributed.worker.memory.pause": False,
+    }
+
+
 @contextmanager
 def _dask_executor(options: Mapping[str, Any], Client: Any) -> Iterator[DaskExecutor]:
-    cluster, slots = None, 0
-    if options["kind"] == "local":
-        cluster, slots = local_cluster(options), options["workers"]
-    elif options["kind"] == "slurm":
-        cluster = slurm_cluster(options)
-        cluster.scale(jobs=options["jobs"])
-        slots = options["jobs"] * options["workers_per_job"]
+    import dask
+
+    with dask.config.set(_scheduler_config(options)), ExitStack() as stack:
+        cluster = None
+        if options["kind"] == "local":
+            cluster = stack.enter_context(_started(options))
+        elif options["kind"] == "slurm":
+            _check_sbatch()
+            cluster = stack.enter_context(slurm_cluster(options))
+            cluster.scale(jobs=options["jobs"])
+        client = _connected(Client, cluster or options["address"], options)
+        stack.callback(client.close)
+        slots = _wait_for_workers(client, options)
+        yield DaskExecutor(client, slots, options)
+
+
+def _started(options: Mapping[str, Any]) -> Any:
     try:
-        client = Client(cluster if cluster is not None else options["address"])
-    except OSError as err:
-        if cluster is not None:
-            cluster.close()
+        return local_cluster(options)
+    except (OSError, RuntimeError) as err:  # TimeoutError is an OSError
         raise PrepError(
-            f"Could not reach the Dask scheduler at {options['address']}: {err}."
+            f"The local Dask cluster could not start within cluster.start_timeout="
+            f"{options['start_timeout']:g} s ({type(err).__name__}: {err}); allow more time "
+            "(cluster.start_timeout=5m) or start fewer workers (cluster.workers)."
         ) from None
+
+
+def _connected(Client: Any, target: Any, options: Mapping[str, Any]) -> Any:
     try:
-        if cluster is None:  # a running cluster: its workers now
-            slots = len(client.scheduler_info(n_workers=-1)["workers"])
-            if not slots:
-                raise PrepError(f"The Dask cluster at {options['address']} has no workers.")
-        yield DaskExecutor(client, slots, options["retries"])
-    finally:
-        client.close()
-        if cluster is not None:
-            cluster.close()
+        return Client(target, timeout=options["start_timeout"])
+    except OSError as err:  # TimeoutError is an OSError
+        where = options.get("address") or f"cluster={options['kind']}"
+        raise PrepError(
+            f"Could not reach the Dask scheduler at {where} within cluster.start_timeout="
+            f"{options['start_timeout']:g} s: {err}. Check that the scheduler runs and its "
+            "address and port (as `dask scheduler` prints them)."
+        ) from None
+
+
+def _wait_for_workers(client: Any, options: Mapping[str, Any]) -> int:
+    """The cluster's task slots, once a worker is there (a SLURM job may sit in the queue)."""
+    timeout = options["start_timeout"]
+    try:
+        client.wait_for_workers(1, timeout=timeout)
+    except TimeoutError:
+        raise PrepError(NO_WORKERS[options["kind"]].format(timeout=timeout, **options)) from None
+    if options["kind"] == "local":
+        return options["workers"]
+    if options["kind"] == "slurm":
+        return options["jobs"] * options["workers_per_job"]
+    return len(client.nthreads())
+
+
+NO_WORKERS = {
+    "local": (
+        "No worker of the local Dask cluster started within cluster.start_timeout="
+        "{timeout:g} s; allow more time (cluster.start_timeout=5m)."
+    ),
+    "slurm": (
+        "No SLURM batch job of the Dask cluster started within cluster.start_timeout="
+        "{timeout:g} s: the jobs wait in the queue or failed at once (see `squeue --me` and "
+        "the jobs' output files). Check cluster.queue, cluster.account, cluster.walltime and "
+        "cluster.memory_per_job against the cluster's limits, or allow more time "
+        "(cluster.start_timeout=1h)."
+    ),
+    "address": (
+        "The Dask cluster at {address} has no workers (none joined within "
+        "cluster.start_timeout={timeout:g} s); start `dask worker {address}` processes."
+    ),
+}
+
+
+def _check_sbatch() -> None:
+    """dask-jobqueue submits the workers with ``sbatch``; without it, its submissions fail in
+    a background thread and the job would wait for workers that never come."""
+    if shutil.which("sbatch") is None:
+        raise PrepError(
+            "cluster=slurm submits its workers as batch jobs with sbatch, which is not on "
+            "PATH here: run recsys-prep on a SLURM login node, or use cluster=local (this "
+            "machine) or cluster=tcp://host:8786 (a running Dask cluster)."
+        )
 
 
 def local_cluster(options: Mapping[str, Any]) -> Any:
@@ -267,7 +317,8 @@ def local_cluster(options: Mapping[str, Any]) -> Any:
         processes=True,
         memory_limit=options["memory_per_worker"] or "auto",
         scheduler_kwargs={"dashboard": False, "dashboard_address": ":0"},  # any free port
-        silence_logs=logging.ERROR,
+        silence_logs=logging.CRITICAL,
+        timeout=options.get("start_timeout"),
         env={"POLARS_MAX_THREADS": str(options["threads_per_worker"])},
     )
 
@@ -275,7 +326,8 @@ def local_cluster(options: Mapping[str, Any]) -> Any:
 def slurm_cluster(options: Mapping[str, Any]) -> Any:
     """A dask-jobqueue SLURM cluster, not yet scaled: each batch job books
     ``cores_per_job`` cores and ``memory_per_job`` and runs ``workers_per_job`` worker
-    processes, one task at a time each, Polars sharing the job's cores among them."""
+    processes, one task at a time each, Polars sharing the job's cores among them (and the
+    workers restarted, not paused, near their memory limit: see :func:`_scheduler_config`)."""
     try:
         from dask_jobqueue import SLURMCluster
     except ImportError:
@@ -293,6 +345,7 @@ def slurm_cluster(options: Mapping[str, Any]) -> Any:
         job_script_prologue=[
             *options["prologue"],
             f"export POLARS_MAX_THREADS={max(1, cores // workers)}",
+            "export DASK_DISTRIBUTED__WORKER__MEMORY__PAUSE=False",
         ],
         local_directory=options["local_directory"],
         job_name="recsys-prep",

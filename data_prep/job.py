@@ -6,8 +6,9 @@ or a list aggregation per user holds its whole input. So the log's files are str
 into ``partitions`` parquet parts, each holding ALL events of a disjoint set of users, and
 every per-user step runs on one part at a time, as one task per part of an executor
 (:mod:`data_prep.cluster`). This module owns the order of the stages and the :class:`Result`
-assembled from them; the stages, each a function of :mod:`data_prep.stages` called by
-:func:`run` in this order, keep their parts in a :class:`data_prep.parts.Store`::
+assembled from them; the stages, each a function of :mod:`data_prep.stages` (the first, which
+reads the files, of :mod:`data_prep.input_tasks`) called by :func:`run` in this order, keep
+their parts in a :class:`data_prep.parts.Store`::
 
     (prep.prepare)    per file: hash, schema, value and rating checks -> rows, time range
     split_by_user     per file: select_events -> parts by user range (one part: in memory)
@@ -36,7 +37,7 @@ from typing import Any
 
 import polars as pl
 
-from data_prep import schema, stages, steps
+from data_prep import input_tasks, schema, stages, steps
 from data_prep.inputs import LogFile
 from data_prep.parts import Store
 from data_prep.stages import Encoded, Stage
@@ -91,7 +92,7 @@ def run(
     """
     parts = auto_partitions(cfg["partitions"], rows, executor.slots)
     store = Store(work, in_memory=parts == 1 and executor.shares_memory)
-    present = stages.split_by_user(files, cfg, parts, rows, store, executor, stage)
+    present = input_tasks.split_by_user(files, cfg, parts, rows, store, executor, stage)
     if not present:
         return _empty(parts)
     stages.order_and_dedup(store, present, cfg["dedup"], executor, stage)

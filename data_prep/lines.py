@@ -29,6 +29,8 @@ from data_prep.prep_error import PrepError
 from data_prep.schema import ROW
 
 INFER_ROWS = 10_000  # rows that decide a text column's type (csv, jsonl): readers and locators
+# what a locator's re-read of a file that failed may raise in turn: it then finds no line
+LOCATE_ERRORS = (pl.exceptions.PolarsError, OSError)
 
 
 def where(row: int, path: Path, fmt: Mapping[str, Any]) -> str:
@@ -75,7 +77,7 @@ def _file_line(row: int, path: Path, fmt: Mapping[str, Any]) -> int | None:
             found = lines.filter(rows_before_next > row).select("line").head(1).collect()
         else:
             found = lines.with_row_index(ROW).filter(pl.col(ROW) == row).select("line").collect()
-    except pl.exceptions.PolarsError:
+    except LOCATE_ERRORS:
         return None
     return found.item() if found.height else None
 
@@ -119,10 +121,16 @@ def int_columns(lf: pl.LazyFrame, names: list[str]) -> list[str]:
     ]
 
 
-def parse_error(err: Exception, path: Path, fmt: Mapping[str, Any]) -> PrepError:
+def parse_error(err: BaseException, path: Path, fmt: Mapping[str, Any]) -> PrepError:
     """A parser exception as a :class:`PrepError` naming the file (and the line, when found),
-    with a hint that fits the format."""
+    with a hint that fits the format; an ``OSError`` (bytes that cannot be read at all, such as
+    a gzip stream that ends early) names the file and says it is damaged."""
     message = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    if isinstance(err, OSError):  # the bytes, not their parse: no line, no format hint
+        return PrepError(
+            f"Could not read {path}: {message}. The file is incomplete or damaged (a gzip "
+            "file cut short, a copy that did not finish, a storage error); copy it again."
+        )
     reader = fmt.get("reader", "csv")
     if reader == "jsonl":
         located = _locate_json_line(path, fmt)
@@ -173,7 +181,7 @@ def _locate_bad_value(path: Path, fmt: Mapping[str, Any]) -> str | None:
             found = _first_uncast(text, col, cast, path, fmt, "a number")
             if found:
                 return found
-    except pl.exceptions.PolarsError:
+    except LOCATE_ERRORS:
         return None
     return None
 
@@ -204,7 +212,7 @@ def _locate_text_field(path: Path, fmt: Mapping[str, Any]) -> str | None:
             found = _first_uncast(text, col, cast, path, fmt, "an integer")
             if found:
                 return found
-    except pl.exceptions.PolarsError:
+    except LOCATE_ERRORS:
         return None
     return None
 
@@ -216,7 +224,7 @@ def _locate_json_line(path: Path, fmt: Mapping[str, Any]) -> str | None:
     sources = [c for c in (fmt.get("columns") or {}).values() if c is not None]
     try:
         lines = _lines(path).filter(_nonblank()).collect()
-    except pl.exceptions.PolarsError:
+    except LOCATE_ERRORS:
         return None
 
     def failure(count: int) -> str | None:

@@ -26,18 +26,17 @@ from omegaconf import OmegaConf
 from data_prep import (
     artifacts,
     cluster,
+    input_tasks,
     inputs,
     job,
     publish,
     refusals,
     schema,
-    stages,
     stats,
     temporaries,
 )
 from data_prep.conf import CONF_DIR
 from data_prep.formats import TIME_UNITS, has_clock, load_format
-from data_prep.lines import parse_error
 from data_prep.option_checks import option_flag, option_int, option_list, option_number, option_time
 from data_prep.prep_error import PrepError
 from data_prep.progress import quiet
@@ -224,7 +223,7 @@ def prepare(cfg: Mapping[str, Any], stage=quiet) -> dict[str, Any]:
     read = [*files, *inputs.read_folders(cfg["input"])]
     temporaries.recover(out)
     with _executor(cfg["cluster"], stage) as executor:
-        described = executor.map(stages.describe_file, files, cfg["format"])
+        described = executor.map(input_tasks.describe_file, files, cfg["format"])
         sha = inputs.combined_sha256([digest for digest, _ in described])
         fp = fingerprint(cfg, sha)
         if cfg["reuse_existing"] and is_same_dataset(out, fp):
@@ -234,7 +233,7 @@ def prepare(cfg: Mapping[str, Any], stage=quiet) -> dict[str, Any]:
         _check_columns(cfg, columns)
         cfg["features"] = _features(cfg, columns)
         with stage(f"checking {_what(cfg['input'], files)}"):
-            checked = executor.map(stages.check_file, files, cfg)
+            checked = executor.map(input_tasks.check_file, files, cfg)
         starts = [0, *itertools.accumulate(c.rows for c in checked)]
         log = [inputs.LogFile(p, first, columns) for p, first in zip(files, starts, strict=False)]
         keep = (lambda existing: is_same_dataset(existing, fp)) if cfg["reuse_existing"] else None
@@ -242,14 +241,9 @@ def prepare(cfg: Mapping[str, Any], stage=quiet) -> dict[str, Any]:
             out, PREPARED_DATASET, folder=True, inputs=read, keep_existing=keep
         ) as tmp:
             executor.check_shared(tmp)
-            try:
-                result = job.run(
-                    log, cfg, starts[-1], _time_range(checked), tmp / "_work", tmp, stage, executor
-                )
-            except pl.exceptions.PolarsError as err:
-                if refusals.is_disk_error(err):
-                    raise  # the output's file system, reported as such by publishing
-                raise _read_error(err, files, cfg) from None
+            result = job.run(
+                log, cfg, starts[-1], _time_range(checked), tmp / "_work", tmp, stage, executor
+            )
             shutil.rmtree(tmp / "_work", ignore_errors=True)
             if result.lengths.len() == 0:
                 raise PrepError(
@@ -284,22 +278,11 @@ def _what(spec: str, files: list[Path]) -> str:
     return files[0].name if len(files) == 1 else f"{len(files)} files of {spec}"
 
 
-def _time_range(checked: list[stages.FileFacts]) -> tuple[int, int]:
+def _time_range(checked: list[input_tasks.FileFacts]) -> tuple[int, int]:
     """The log's first and last timestamps; without a clock, the row order's range."""
     if checked[0].min_time is None:
         return 0, sum(c.rows for c in checked)
     return min(c.min_time for c in checked), max(c.max_time for c in checked)
-
-
-def _read_error(err: Exception, files: list[Path], cfg: Mapping[str, Any]) -> PrepError:
-    """A parser error during the job as a PrepError naming the file (and line) where it can."""
-    if len(files) == 1:
-        return parse_error(err, files[0], cfg["format"])
-    message = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-    return PrepError(
-        f"Could not read the log {cfg['input']} ({len(files)} files) as format "
-        f"{cfg['format'].get('name')!r}: {message}."
-    )
 
 
 def make_meta(

@@ -1,5 +1,6 @@
-"""The prep job's stages, one function each, in the order :func:`data_prep.job.run` calls them
-(its module docstring draws the whole job).
+"""The prep job's per-part stages, one function each, in the order :func:`data_prep.job.run`
+calls them (its module docstring draws the whole job); the first stage, which reads the log's
+files, is :mod:`data_prep.input_tasks`'s.
 
 Each stage is a map of one *task* per input file or per user part, run by an executor of
 :mod:`data_prep.cluster` (in this process, or on a Dask cluster's workers), and, where the
@@ -13,10 +14,9 @@ arguments, so that a cluster can ship them, and a rerun task rewrites what it wr
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import math
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,10 +25,8 @@ from typing import Any
 import polars as pl
 import pyarrow.parquet as pq
 
-from data_prep import checks, schema, steps
-from data_prep.formats import scan
-from data_prep.inputs import LogFile
-from data_prep.parts import Store, part_bounds, partition, user_sample
+from data_prep import schema, steps
+from data_prep.parts import Store
 from data_prep.schema import ROW
 from data_prep.sort_key import sort_bounds
 
@@ -36,85 +34,9 @@ from data_prep.sort_key import sort_bounds
 # twice as fast as the streaming one (polars 2.x's default)
 PER_PART = "in-memory"
 OUTPUT = {"compression": "zstd", "compression_level": 1}  # fast to write, as small as zstd 3
-SAMPLE_PER_PART = 1_000  # user ids each file contributes per part to the part bounds
 CUT_BUCKETS = 4_096  # the temporal cut's first pass: a histogram of this many time buckets
 
 Stage = Callable[[str], AbstractContextManager]
-
-
-# --- the input files --------------------------------------------------------------------
-
-
-def describe_file(path: Path, fmt: Mapping[str, Any]) -> tuple[str, dict[str, pl.DataType]]:
-    """Task: the file's content hash and canonical columns (a file that is missing or that
-    the format's reader cannot read is refused here, before any work)."""
-    columns = dict(scan(path, fmt).collect_schema())
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest(), columns
-
-
-@dataclass
-class FileFacts:
-    """What :func:`check_file` found in one input file."""
-
-    rows: int
-    min_time: int | None  # None for a log without a clock
-    max_time: int | None
-
-
-def check_file(path: Path, cfg: Mapping[str, Any]) -> FileFacts:
-    """Task: the file's values checked (:func:`data_prep.checks.check_values`, and the ratings
-    that ``min_rating`` will filter on), errors naming this file and its line."""
-    fmt, drop = cfg["format"], cfg["null_ids"] == "drop"
-    raw = scan(path, fmt)
-    profile = checks.check_values(raw.with_row_index(ROW), path, fmt, drop)
-    if cfg["min_rating"] is not None:
-        checks.check_ratings(raw, path, fmt, cfg["min_rating"], drop)
-    return FileFacts(profile["rows"], profile.get("min_time"), profile.get("max_time"))
-
-
-def _selected(file: LogFile, cfg: Mapping[str, Any]) -> pl.LazyFrame:
-    return steps.select_events(file.scan(cfg["format"]), cfg, first_row=file.first_row)
-
-
-def _sample_users(file: LogFile, cfg: Mapping[str, Any], parts: int) -> pl.Series:
-    return user_sample(_selected(file, cfg), SAMPLE_PER_PART * parts)
-
-
-def _partition_file(
-    j: int, files: Sequence[LogFile], cfg: Mapping[str, Any], bounds: pl.Series, work: Path
-) -> None:
-    partition(_selected(files[j], cfg), bounds, work / "raw" / str(j))
-
-
-def split_by_user(
-    files: Sequence[LogFile],
-    cfg: Mapping[str, Any],
-    parts: int,
-    rows: int,
-    store: Store,
-    run: Any,
-    stage: Stage,
-) -> list[int]:
-    """Run the row-wise filters into ``store``'s ``raw`` parts, each holding all events of a
-    disjoint user range, and return the part numbers that hold any events.
-
-    A single part in this process is read into memory (nothing to bound); otherwise each file
-    is streamed into the parts (:func:`data_prep.parts.partition`), cut at bounds sampled from
-    every file's users, so no later task holds more than one part."""
-    if store.in_memory:
-        with stage(f"reading {rows:,} events"):
-            frames = [_selected(file, cfg) for file in files]
-            store.put("raw", 0, pl.concat(frames).collect(engine=PER_PART))
-        return [0] if store.get_frame("raw", 0).height else []
-    with stage(f"partitioning {rows:,} events into {parts} user part(s)"):
-        samples = run.map(_sample_users, files, cfg, parts)
-        bounds = part_bounds(samples, parts)
-        run.map(_partition_file, range(len(files)), files, cfg, bounds, store.work)
-    return store.raw_parts(parts)
 
 
 # --- per part: time order and de-duplication --------------------------------------------
