@@ -6,7 +6,7 @@
   :func:`check_ratings` does the same for the ratings that ``min_rating`` filters on.
 The file itself (missing, binary, wrong separator) is checked before any reader runs, by
 :mod:`data_prep.sniff`, parser errors are located by :mod:`data_prep.lines`, and the prep
-options are checked by :mod:`data_prep.option_checks`.
+options are checked by :mod:`recsys_seq.core.option_checks`.
 """
 
 from __future__ import annotations

@@ -16,12 +16,12 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from data_prep.cluster import is_address
-from data_prep.conf import CONF_SEARCH_PATH
-from data_prep.errors import exit_on_user_error, run_command
 from data_prep.prep import prepare
 from data_prep.progress import console_stages
 from data_prep.synthetic import BUNDLED_CLICKS
-from data_prep.tables import Column, print_table
+from recsys_seq.core.conf import CONF_SEARCH_PATH
+from recsys_seq.core.errors import exit_on_user_error, run_command
+from recsys_seq.core.tables import Column, print_table
 
 DEFAULT_ROOT = Path("data/prepared")
 

@@ -37,8 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from data_prep.cluster_options import INSTALL, is_address, resolve_cluster
-from data_prep.errors import UserError
 from data_prep.prep_error import PrepError
+from recsys_seq.core.errors import UserError
 
 __all__ = ["DaskExecutor", "InProcess", "is_address", "open_executor", "resolve_cluster"]
 SCATTER_BYTES = 1 << 16  # task arguments above this size are sent to each worker once

@@ -18,9 +18,9 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from data_prep.conf import CONF_DIR
-from data_prep.option_checks import option_int
 from data_prep.prep_error import PrepError
+from recsys_seq.core.conf import CONF_DIR
+from recsys_seq.core.option_checks import option_int
 
 CLUSTER_DIR = CONF_DIR / "cluster"
 KINDS = ("local", "slurm", "address")

@@ -29,6 +29,9 @@ surfacing as a parser error.
 
 from __future__ import annotations
 
+import datetime as dt
+import math
+import numbers
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -37,13 +40,15 @@ import polars as pl
 from omegaconf import OmegaConf
 
 from data_prep import ids, schema
-from data_prep.conf import CONF_DIR
 from data_prep.lines import parse_error, where
 from data_prep.prep_error import PrepError
 from data_prep.readers import READERS as READERS  # re-exported: tests look readers up here
 from data_prep.readers import REQUIRED, read_schema, reader_for
 from data_prep.schema import ROW
 from data_prep.sniff import check_file
+from recsys_seq.core.conf import CONF_DIR
+from recsys_seq.core.option_checks import shown
+from recsys_seq.core.options import OptionError
 
 FORMAT_DIR = CONF_DIR / "format"
 TIME_UNITS = ("s", "ms", "us", "ns")
@@ -191,3 +196,27 @@ def time_text(text: pl.Expr, unit: str, timestamp_format: str | None = None) -> 
         iso.str.to_datetime(ISO_NAIVE, strict=False, time_unit=precision).dt.epoch(unit),
         iso.str.to_date("%Y-%m-%d", strict=False).cast(pl.Datetime("ms")).dt.epoch(unit),
     )
+
+
+def option_time(key: str, value: Any, unit: str) -> int | None:
+    """A time option as a clock value in the log's ``unit``: an integer (or an integral float)
+    is a clock value already; a date or ISO 8601 date-time (a string, or a Python date or
+    datetime) is converted, an offset (``Z``, ``+08:00``) to UTC, a naive time taken as UTC,
+    exactly as timestamps in the log are (:func:`time_text`)."""
+    if value is None:
+        return None
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return int(value)
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return int(value)
+    text = value.isoformat() if isinstance(value, (dt.date, dt.datetime)) else value
+    clock = None
+    if isinstance(text, str):
+        clock = pl.select(time_text(pl.lit(text, dtype=pl.String), unit)).item()
+    if clock is None:
+        raise OptionError(
+            f"Option {key} must be a clock value in unit {unit!r} (an integer) or a date or "
+            f"date-time (e.g. 2017-12-01, 2017-12-01T08:00:00Z or 2017-12-01T16:00:00+08:00), "
+            f"got {shown(value)}."
+        )
+    return int(clock)

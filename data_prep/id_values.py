@@ -21,8 +21,8 @@ from itertools import chain
 import numpy as np
 import polars as pl
 
-from data_prep.errors import UserError
 from data_prep.ids import canonical, invalid
+from recsys_seq.core.errors import UserError
 
 REFUSED, MISSING, INTEGER, FLOAT, TEXT = range(-1, 4)
 DTYPES = {INTEGER: None, FLOAT: pl.Float64, TEXT: pl.String}  # None: Int64, or wider if need be

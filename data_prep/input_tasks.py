@@ -24,15 +24,15 @@ from typing import Any
 import polars as pl
 
 from data_prep import checks, steps
-from data_prep.errors import UserError
 from data_prep.formats import scan
 from data_prep.inputs import LogFile
 from data_prep.lines import parse_error
 from data_prep.parts import Store, part_bounds, partition, user_sample
 from data_prep.prep_error import PrepError
-from data_prep.refusals import is_disk_error
 from data_prep.schema import ROW
 from data_prep.stages import PER_PART, Stage
+from recsys_seq.core.errors import UserError
+from recsys_seq.core.refusals import is_disk_error
 
 SAMPLE_PER_PART = 1_000  # user ids each file contributes per part to the part bounds
 # what reading a damaged or vanished file raises (Polars panics on some corrupt Parquet)

@@ -3,7 +3,7 @@
 :func:`prepare` resolves and checks the options, checks the input (:mod:`data_prep.checks`),
 runs the steps (:mod:`data_prep.steps`) over user partitions (:mod:`data_prep.job`) in a
 temporary folder next to the output, adds ``meta.json`` and the length histogram, and
-publishes the folder with :mod:`data_prep.publish`: a failed or killed job leaves the previous
+publishes the folder with :mod:`recsys_seq.core.publish`: a failed or killed job leaves the previous
 output intact (or nothing), and an existing output is replaced only when it is a prepared
 dataset the project wrote, never the input, a folder holding it or a user's folder.
 """
@@ -23,27 +23,17 @@ from typing import Any
 import polars as pl
 from omegaconf import OmegaConf
 
-from data_prep import (
-    artifacts,
-    cluster,
-    input_tasks,
-    inputs,
-    job,
-    publish,
-    refusals,
-    schema,
-    stats,
-    temporaries,
-)
-from data_prep.conf import CONF_DIR
-from data_prep.formats import TIME_UNITS, has_clock, load_format
-from data_prep.option_checks import option_flag, option_int, option_list, option_number, option_time
+from data_prep import cluster, input_tasks, inputs, job, schema, stats
+from data_prep.formats import TIME_UNITS, has_clock, load_format, option_time
 from data_prep.prep_error import PrepError
 from data_prep.progress import quiet
+from recsys_seq.core import artifacts, publish, refusals, temporaries
+from recsys_seq.core.conf import CONF_DIR
+from recsys_seq.core.option_checks import option_flag, option_int, option_list, option_number
 
 PAD_TOKEN = "<pad>"
 PREPARED_DATASET = "prepared_dataset"
-"""The artifact kind of a prepared folder (see :mod:`data_prep.artifacts`)."""
+"""The artifact kind of a prepared folder (see :mod:`recsys_seq.core.artifacts`)."""
 artifacts.register_folder_kind(
     PREPARED_DATASET,
     "|".join(

@@ -2,7 +2,7 @@
 (:mod:`data_prep.ids`), the file sniffing below the readers (:mod:`data_prep.lines`), the
 readers (:mod:`data_prep.formats`), the value and option checks and the job."""
 
-from data_prep.errors import UserError
+from recsys_seq.core.errors import UserError
 
 
 class PrepError(UserError):

@@ -13,7 +13,7 @@ by the task (:meth:`NextItemTask.on_save_checkpoint`)::
         "rerank": {...},     # two-stage models only: the retriever's spec, the rerank options
     }
 
-Both are read back through the same checks as a config (:mod:`recsys_seq.options`), the
+Both are read back through the same checks as a config (:mod:`recsys_seq.core.options`), the
 model is built by the project's one builder (:func:`recsys_seq.models.build_model`) on the meta
 device first, so a spec that does not fit its weights is refused before anything is
 allocated, and then filled with the weights strictly. Nothing named by the file is imported,
@@ -22,6 +22,7 @@ instantiated or called.
 
 from __future__ import annotations
 
+import dataclasses
 import pickle
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +30,7 @@ from typing import Any
 
 import torch
 
-from data_prep.errors import UserError
+from recsys_seq.core.errors import UserError
 from recsys_seq.data.catalogue import Catalogue, CatalogueError
 from recsys_seq.data.facts import DataFacts
 from recsys_seq.data.options import DataOptions, data_options
@@ -66,10 +67,16 @@ class Checkpoint:
     catalogue: Catalogue | None
     rerank: RerankSpec | None = None
 
-    def build(self, facts: DataFacts | None = None) -> NextItemTask:
+    def build(
+        self, facts: DataFacts | None = None, exclude_history: bool | None = None
+    ) -> NextItemTask:
         """The model with these weights, in eval mode, for data with ``facts`` (None: as a
-        model that only evaluates or serves needs)."""
-        model = build_model(self.spec, facts, self.rerank)
+        model that only evaluates or serves needs). Its rankings leave out the user's history
+        as the model was trained to, unless ``exclude_history`` says otherwise for this use."""
+        spec = self.spec
+        if exclude_history is not None:
+            spec = dataclasses.replace(spec, exclude_history=exclude_history)
+        model = build_model(spec, facts, self.rerank)
         model.load_state_dict(self.weights)
         return model.eval()
 

@@ -11,12 +11,12 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from data_prep import conf
+from recsys_seq.core import conf
+from recsys_seq.core.options import OptionError
 from recsys_seq.data import SequenceDataModule
 from recsys_seq.models import ModelSpec, model_spec
 from recsys_seq.optimized_metric import DEFAULT as DEFAULT_OPTIMIZED_METRIC
 from recsys_seq.optimized_metric import check_optimized_metric
-from recsys_seq.options import OptionError
 
 AUTO = "auto"  # model.exclude_history: decided by the data (:func:`excludes_history`)
 CONF_DIR = str(conf.CONF_DIR)

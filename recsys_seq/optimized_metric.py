@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from recsys_seq.options import OptionError
+from recsys_seq.core.options import OptionError
 
 METRICS = ("hr", "ndcg", "mrr")
 """The all-item metrics every model logs, each at every cut-off it evaluates."""

@@ -31,9 +31,9 @@ import polars as pl
 import torch
 
 from data_prep import schema
-from data_prep.errors import UserError
 from data_prep.id_values import canonical_values
 from recsys_seq import checkpoint
+from recsys_seq.core.errors import UserError
 from recsys_seq.data.batch import JaggedWindows, PaddedBatchCollator
 from recsys_seq.data.catalogue import Catalogue
 from recsys_seq.data.dataset import jagged_positions
@@ -114,7 +114,7 @@ class Recommender:
         history: Sequence,
         k: int = 10,
         *,
-        exclude_history: bool = True,
+        exclude_history: bool | None = None,
         unknown: UnknownPolicy = "skip",
     ) -> Recommendation:
         """The top-``k`` next items after ``history`` (oldest first), as a
@@ -132,7 +132,7 @@ class Recommender:
         histories: Sequence[Sequence],
         k: int = 10,
         *,
-        exclude_history: bool = True,
+        exclude_history: bool | None = None,
         unknown: UnknownPolicy = "skip",
         batch_size: int = 256,
     ) -> pl.DataFrame:
@@ -143,7 +143,9 @@ class Recommender:
                 id policy (:mod:`data_prep.id_values`: booleans, dates, missing ids and
                 floats that are not integers are refused: ``IdValueError``).
             k: recommendations per history.
-            exclude_history: never recommend an item of the history again.
+            exclude_history: never recommend an item of the history again; None (the
+                default): as the checkpoint was trained (``model.exclude_history`` of its
+                run).
             unknown: a history with no known item: ``skip`` (no rows), ``popular`` (the most
                 frequent training items) or ``error`` (:class:`UserError`).
             batch_size: histories scored at once.
@@ -159,7 +161,7 @@ class Recommender:
         self,
         histories: Sequence[Sequence],
         k: int,
-        exclude_history: bool,
+        exclude_history: bool | None,
         unknown: str,
         batch_size: int,
     ) -> tuple[pl.DataFrame, np.ndarray]:
@@ -228,7 +230,7 @@ class Recommender:
         lengths: np.ndarray,
         chosen: np.ndarray,
         k: int,
-        exclude_history: bool,
+        exclude_history: bool | None,
     ) -> pl.DataFrame:
         """The model's top-``k`` for the histories ``chosen`` (each with a known item)."""
         starts = np.searchsorted(query, chosen)  # query is sorted: histories in order
@@ -248,8 +250,9 @@ class Recommender:
             seen_lengths=torch.from_numpy(lengths[chosen]),
         )
         batch = {name: t.to(self.device) for name, t in self._collate(windows).items()}
-        self.task.predict_k, self.task.exclude_history = k, exclude_history
-        top = self.task.predict_step(batch, 0)
+        if exclude_history is None:  # as the checkpoint was trained
+            exclude_history = self.task.exclude_history
+        top = self.task.serve(batch, k, exclude_history)
         frame = long_frame(top["user"].cpu(), top["items"].cpu(), top["scores"].cpu())
         return frame.select(
             pl.col(schema.USER).cast(pl.Int64).alias("query"),

@@ -19,7 +19,7 @@ import torch
 from lightning.pytorch.callbacks import BasePredictionWriter
 
 from data_prep import schema
-from data_prep.errors import UserError
+from recsys_seq.core.errors import UserError
 from recsys_seq.data.catalogue import Catalogue
 
 COLUMNS = ("user_id", "rank", "item_id", "score")

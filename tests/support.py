@@ -6,7 +6,7 @@ from pathlib import Path
 
 import lightning as L
 
-from data_prep.targets import ENTRY_POINT_GROUPS
+from recsys_seq.core.targets import ENTRY_POINT_GROUPS
 
 
 def callback_plugin(folder: Path, *classes: type) -> Path:

@@ -11,9 +11,9 @@ import torch
 
 import recsys_seq
 from data_prep import schema
-from data_prep.errors import UserError
 from recsys_seq.checkpoint import CheckpointError
-from recsys_seq.cli.recommend import recommend
+from recsys_seq.core.errors import UserError
+from recsys_seq.workflows.recommend import recommend
 from tests.test_train import compose_config, demo_dir, short_checkpoint  # noqa: F401 (fixture)
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -212,7 +212,7 @@ def test_a_model_of_per_event_features_says_what_it_needs(tmp_path, demo_dir):  
 
 def test_recsys_eval_works_from_another_folder(tmp_path, demo_dir, monkeypatch):  # noqa: F811
     """A run given a relative data.path records it absolute: the checkpoint works anywhere."""
-    from recsys_seq.cli.evaluate import evaluate
+    from recsys_seq.workflows.evaluate import evaluate
 
     shutil.copytree(demo_dir, tmp_path / "data")
     monkeypatch.chdir(tmp_path)

@@ -6,10 +6,10 @@ import json
 import pytest
 from hydra import compose, initialize_config_dir
 
-from data_prep.errors import UserError
 from recsys_seq.bench.loss import estimated_bytes, run
 from recsys_seq.cli.bench import run_task
 from recsys_seq.configs import CONF_DIR
+from recsys_seq.core.errors import UserError
 
 
 def test_a_tiny_run_measures_each_configuration_and_writes_the_rows(tmp_path, capsys):

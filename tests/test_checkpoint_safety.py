@@ -14,7 +14,7 @@ import torch
 
 from recsys_seq import checkpoint
 from recsys_seq.checkpoint import CheckpointError, VocabularyMismatch
-from recsys_seq.cli.train import train
+from recsys_seq.workflows.train import train
 from tests.test_train import demo_dir, short_checkpoint, train_config  # noqa: F401 (fixture)
 
 BIN = Path(sys.executable).parent

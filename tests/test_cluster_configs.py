@@ -6,7 +6,7 @@ from lightning.pytorch.plugins.environments import SLURMEnvironment, TorchElasti
 from lightning.pytorch.utilities import rank_zero_only
 
 from recsys_seq import configs
-from recsys_seq.cli.trainer import build_trainer
+from recsys_seq.workflows.trainer import build_trainer
 
 SLURM_2_NODES_2_TASKS = {
     "SLURM_NTASKS": "4",

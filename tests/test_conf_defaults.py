@@ -8,15 +8,15 @@ import pytest
 from omegaconf import OmegaConf
 
 from recsys_seq import configs
-from recsys_seq.cli.evaluate import EvalOptions
-from recsys_seq.cli.export import ExportOptions
-from recsys_seq.cli.recommend import RecommendOptions
 from recsys_seq.data.options import DataOptions
 from recsys_seq.models import ModelSpec
 from recsys_seq.models.encoders import ENCODERS
 from recsys_seq.models.losses import LOSSES
 from recsys_seq.models.scorers import SCORERS
 from recsys_seq.models.spec import OptimizerOptions
+from recsys_seq.workflows.evaluate import EvalOptions
+from recsys_seq.workflows.export import ExportOptions
+from recsys_seq.workflows.recommend import RecommendOptions
 from tests.test_train import compose_config
 
 # interpolated from other sections, or set per run

@@ -25,12 +25,12 @@ from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.loggers import Logger
 from omegaconf import DictConfig, OmegaConf
 
-from data_prep import targets
 from recsys_seq import configs
-from recsys_seq.cli import runs
-from recsys_seq.options import OptionError
-from recsys_seq.targets import find_class, make
+from recsys_seq.core import targets
+from recsys_seq.core.objects import find_class, make
+from recsys_seq.core.options import OptionError
 from recsys_seq.tune.tuner import make_sampler
+from recsys_seq.workflows import runs
 from tests.support import KillAtStep, callback_plugin
 from tests.test_cli_hostile import error_problems, run_cli
 

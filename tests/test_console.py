@@ -18,8 +18,8 @@ from torchmetrics.aggregation import MeanMetric
 from data_prep.cli import dataset_name, resolve_paths
 from data_prep.demo import prepare_demo
 from data_prep.progress import console_stages, duration
-from data_prep.tables import Column, markdown, print_table
 from recsys_seq.callbacks import NetworkSummary
+from recsys_seq.core.tables import Column, markdown, print_table
 from recsys_seq.models import build_model, model_spec
 
 BIN = Path(sys.executable).parent

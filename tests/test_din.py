@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 import torch
 
-from recsys_seq.cli.train import train
 from recsys_seq.data import PaddedBatchCollator, Stage, WindowDataset
 from recsys_seq.metrics import SampledAUC
 from recsys_seq.models import NextItemTask, build_model, model_spec
@@ -15,6 +14,7 @@ from recsys_seq.models.encoders.identity import IdentityEncoder
 from recsys_seq.models.losses import CandidateBCELoss
 from recsys_seq.models.scorers import TargetAttentionScorer
 from recsys_seq.models.target_attention import TargetAttention
+from recsys_seq.workflows.train import train
 from tests.helpers import random_histories, sequences
 from tests.test_train import demo_dir, train_config  # noqa: F401  (demo_dir is a fixture)
 

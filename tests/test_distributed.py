@@ -9,9 +9,9 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from recsys_seq.cli.evaluate import evaluate
-from recsys_seq.cli.recommend import recommend
-from recsys_seq.cli.train import train
+from recsys_seq.workflows.evaluate import evaluate
+from recsys_seq.workflows.recommend import recommend
+from recsys_seq.workflows.train import train
 from tests.test_train import (  # noqa: F401 (fixture)
     compose_config,
     demo_dir,

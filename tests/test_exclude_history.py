@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from data_prep.demo import demo_config
 from data_prep.prep import prepare
 from recsys_seq import configs
-from recsys_seq.options import OptionError
+from recsys_seq.core.options import OptionError
 from tests.helpers import sequences
 from tests.test_train import short_checkpoint
 

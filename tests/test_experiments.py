@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from recsys_seq import configs
-from recsys_seq.cli.train import train
+from recsys_seq.workflows.train import train
 from tests.test_train import compose_config
 
 EXPERIMENTS = sorted(p.stem for p in (Path(configs.CONF_DIR) / "experiment").glob("*.yaml"))

@@ -6,10 +6,10 @@ import pytest
 import torch
 
 from recsys_seq import checkpoint as checkpoints
-from recsys_seq.cli.export import NextItemScorer, example_inputs, export, export_program
+from recsys_seq.core.options import OptionError
 from recsys_seq.models import build_model, model_spec
 from recsys_seq.models.encoders.gru import GRUEncoder
-from recsys_seq.options import OptionError
+from recsys_seq.workflows.export import NextItemScorer, example_inputs, export, export_program
 from tests.test_train import compose_config, demo_dir, short_checkpoint  # noqa: F401 (fixture)
 
 # (batch size, sequence length): neither is the (3, 5) the program was traced with

@@ -1,10 +1,13 @@
-"""The import graph: layers point one way and nothing imports in a circle.
+"""The import graph: rooms stand on the ones below them and nothing imports in a circle.
 
-* data_prep imports no torch or Lightning (preparing data must not need a deep-learning
-  stack) and of recsys_seq only the data package of its configs (``recsys_seq.conf``, found by
-  name: no import statement, and the package's ``__init__`` imports nothing).
-* recsys_seq's layers: data -> models -> (metrics, below models), with checkpoint, serving,
-  configs, bench and the commands on top; a lower layer never imports a higher one.
+The floors, lowest first: the torch-free foundation (``recsys_seq.core`` and the configs'
+package ``recsys_seq.conf``), ``data_prep`` (Polars), ``recsys_seq.data`` with the metrics,
+``recsys_seq.models``, the pieces over a model (checkpoint, serving, the Python API, the
+report), the workflows (train, evaluate, recommend, export, tune, benchmarks) and the thin
+``cli`` on top. A module may import its own floor and those below, never one above.
+
+* The foundation and data_prep import no torch or Lightning: preparing data, ``--help`` and
+  refusing a wrong option must not need a deep-learning stack.
 * No cycle among either package's modules (a cycle works only while some import hides inside
   a function, and breaks when a module is imported first from elsewhere).
 
@@ -24,18 +27,25 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("data_prep", "recsys_seq")
-# torch itself, and what imports it: Lightning, torchmetrics, the training package
-DEEP_LEARNING = {"torch", "lightning", "pytorch_lightning", "torchmetrics", "recsys_seq"}
-# what data_prep may load of recsys_seq: the package of YAML files and the package above it
-CONFIG_PACKAGES = {"recsys_seq", "recsys_seq.conf"}
-# recsys_seq layers, lowest first: a module may import its own layer and those below
-LAYERS = (
-    {"conf", "options", "optimized_metric", "metrics", "targets"},
-    {"data"},
-    {"models"},
-    {"callbacks", "checkpoint", "serving", "configs", "report"},
-    {"recommender"},
-    {"bench", "cli", "tune"},
+# torch itself, and what imports it
+DEEP_LEARNING = {"torch", "lightning", "pytorch_lightning", "torchmetrics"}
+FOUNDATION = ("recsys_seq.core", "recsys_seq.conf")
+# module-name prefixes of each floor, lowest first
+FLOORS = (
+    FOUNDATION,
+    ("data_prep",),
+    ("recsys_seq.data", "recsys_seq.metrics", "recsys_seq.optimized_metric"),
+    ("recsys_seq.models",),
+    (
+        "recsys_seq.callbacks",
+        "recsys_seq.checkpoint",
+        "recsys_seq.serving",
+        "recsys_seq.configs",
+        "recsys_seq.report",
+        "recsys_seq.recommender",
+    ),
+    ("recsys_seq.workflows", "recsys_seq.tune", "recsys_seq.bench"),
+    ("recsys_seq.cli",),
 )
 
 
@@ -73,41 +83,46 @@ def _imported(name: str, tree: ast.Module) -> set[str]:
 IMPORTS = {name: _imported(name, ast.parse(path.read_text())) for name, path in MODULES.items()}
 
 
-def _layer(name: str) -> int:
-    """The package itself (its ``__init__``) sits on top."""
-    part = name.split(".")[1] if "." in name else ""
-    return next((i for i, layer in enumerate(LAYERS) if part in layer), len(LAYERS))
-
-
-def test_every_recsys_seq_module_has_a_layer():
-    unplaced = sorted(
-        name
-        for name in MODULES
-        if name.startswith("recsys_seq.") and not any(name.split(".")[1] in l for l in LAYERS)
+def _floor(name: str) -> int:
+    """The package itself (its lazy ``__init__``) sits on top."""
+    return next(
+        (
+            i
+            for i, floor in enumerate(FLOORS)
+            for p in floor
+            if name == p or name.startswith(p + ".")
+        ),
+        len(FLOORS),
     )
-    assert not unplaced, f"place these in LAYERS: {unplaced}"
 
 
-def test_data_prep_imports_no_deep_learning_stack():
+def test_every_module_has_a_floor():
+    unplaced = sorted(
+        name for name in MODULES if name != "recsys_seq" and _floor(name) == len(FLOORS)
+    )
+    assert not unplaced, f"place these in FLOORS: {unplaced}"
+
+
+@pytest.mark.parametrize("room", ["data_prep", *FOUNDATION])
+def test_foundation_and_prep_import_no_deep_learning_stack(room):
     found = {
         (name, target)
         for name, targets in IMPORTS.items()
-        if name.startswith("data_prep")
+        if name.startswith(room)
         for target in targets
         if target.split(".")[0] in DEEP_LEARNING
     }
-    assert not found, f"data_prep modules import the deep-learning stack: {sorted(found)}"
+    assert not found, f"{room} modules import the deep-learning stack: {sorted(found)}"
 
 
-def test_recsys_seq_layers_point_one_way():
+def test_floors_point_one_way():
     upward = {
         (name, target)
         for name, targets in IMPORTS.items()
-        if name.startswith("recsys_seq.")
         for target in targets
-        if target.startswith("recsys_seq.") and _layer(target) > _layer(name)
+        if target.split(".")[0] in PACKAGES and _floor(target) > _floor(name)
     }
-    assert not upward, f"lower layers import higher ones: {sorted(upward)}"
+    assert not upward, f"lower floors import higher ones: {sorted(upward)}"
 
 
 @pytest.mark.parametrize("package", PACKAGES)
@@ -123,15 +138,64 @@ def test_internal_imports_are_acyclic(package):
         raise AssertionError(f"import cycle in {package}: {' -> '.join(err.args[1])}") from None
 
 
-def test_importing_every_data_prep_module_loads_no_torch():
+def test_importing_the_foundation_and_data_prep_loads_no_torch():
     """What the source check cannot see: a third-party dependency that imports torch."""
-    names = sorted(n for n in MODULES if n.startswith("data_prep") and not n.endswith("__main__"))
+    rooms = ("data_prep", *FOUNDATION)
+    names = sorted(n for n in MODULES if n.startswith(rooms) and not n.endswith("__main__"))
     code = (
         "import importlib, sys\n"
         f"for name in {names!r}:\n"
         "    importlib.import_module(name)\n"
-        f"print(sorted(m for m in sys.modules if m.split('.')[0] in {sorted(DEEP_LEARNING)!r}\n"
-        f"    and m not in {sorted(CONFIG_PACKAGES)!r}))\n"
+        f"print(sorted(m for m in sys.modules if m.split('.')[0] in {sorted(DEEP_LEARNING)!r}))\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]", done.stdout
+
+
+# torch and Lightning made unimportable: any attempt to import them fails the command
+WITHOUT_TORCH = """
+import importlib.abc, runpy, sys
+class NoTorch(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in {blocked!r}:
+            raise ImportError(f"{{name}} imported before the options were checked")
+sys.meta_path.insert(0, NoTorch())
+sys.argv = [{command!r}, *{arguments!r}]
+runpy.run_module({module!r}, run_name="__main__")
+"""
+
+COMMANDS = {
+    "recsys-train": "recsys_seq.cli.train",
+    "recsys-eval": "recsys_seq.cli.evaluate",
+    "recsys-recommend": "recsys_seq.cli.recommend",
+    "recsys-export": "recsys_seq.cli.export",
+    "recsys-tune": "recsys_seq.cli.tune",
+}  # data_prep (recsys-prep) imports no torch at all: see above
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize(
+    "arguments, status",
+    [
+        (["--help"], 0),
+        (["trainer.max_epoch=1"], 2),  # a key that does not exist
+        (["model=no_such_model"], 2),  # a config choice that does not exist
+        (["+callbacks.x._target_=os.system"], 2),  # a class outside the table
+    ],
+    ids=["help", "unknown_key", "unknown_choice", "foreign_class"],
+)
+def test_help_and_refused_options_need_no_torch(tmp_path, command, arguments, status):
+    code = WITHOUT_TORCH.format(
+        blocked=sorted(DEEP_LEARNING),
+        command=command,
+        arguments=arguments,
+        module=COMMANDS[command],
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=120
+    )
+    assert done.returncode == status, done.stderr[-2000:]
+    assert "imported before the options were checked" not in done.stdout + done.stderr
+    if status:
+        assert f"{command}: error:" in done.stderr and "Traceback" not in done.stderr
+    assert list(tmp_path.iterdir()) == []  # nothing written for a refused command

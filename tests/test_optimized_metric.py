@@ -4,8 +4,8 @@ any cut-offs work beside it."""
 import pytest
 from lightning.pytorch.callbacks import Callback
 
-from recsys_seq.cli.train import train
-from recsys_seq.options import OptionError
+from recsys_seq.core.options import OptionError
+from recsys_seq.workflows.train import train
 from tests.support import callback_plugin
 from tests.test_train import demo_dir, train_config  # noqa: F401 (fixture)
 

@@ -365,8 +365,8 @@ def test_cli_missing_column_and_success(tmp_path):
 
 
 def test_conf_formats_load():
-    from data_prep.conf import CONF_DIR
     from data_prep.formats import READERS, load_format
+    from recsys_seq.core.conf import CONF_DIR
 
     names = sorted(p.stem for p in (CONF_DIR / "format").glob("*.yaml"))
     assert {"csv", "tsv", "movielens_dat", "sasrec_txt", "s3rec_txt", "taobao"} <= set(names)
@@ -382,9 +382,9 @@ def test_python_defaults_are_the_composed_cli_config():
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
-    from data_prep.conf import CONF_DIR
     from data_prep.formats import load_format
     from data_prep.prep import defaults
+    from recsys_seq.core.conf import CONF_DIR
 
     with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
         composed = OmegaConf.to_container(compose("prep"), resolve=True)

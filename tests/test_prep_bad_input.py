@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from data_prep import cli, prepare, read_meta, temporaries
+from data_prep import cli, prepare, read_meta
+from recsys_seq.core import temporaries
 
 GOOD = "user_id,item_id,timestamp\n1,10,100\n1,11,200\n1,12,300\n2,10,150\n2,12,250\n2,13,350\n"
 

@@ -25,10 +25,10 @@ from polars.testing import assert_frame_equal
 from data_prep import PrepError, cluster, inputs, prepare, schema, stages, steps
 from data_prep.cli import address_overrides
 from data_prep.cluster import InProcess
-from data_prep.errors import UserError
 from data_prep.parts import Store
 from data_prep.progress import quiet
 from data_prep.synthetic import BUNDLED_CLICKS, SyntheticConfig, generate
+from recsys_seq.core.errors import UserError
 
 TABLES = (schema.SEQUENCES_FILE, schema.ITEMS_FILE, schema.USERS_FILE)
 LOCAL_2 = {"kind": "local", "workers": 2}
@@ -328,7 +328,7 @@ def test_slurm_config_composes_into_a_job_script():
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
-    from data_prep.conf import CONF_DIR
+    from recsys_seq.core.conf import CONF_DIR
 
     overrides = [
         "cluster=slurm",
@@ -465,7 +465,7 @@ def test_cluster_local_composes_with_its_defaults():
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
-    from data_prep.conf import CONF_DIR
+    from recsys_seq.core.conf import CONF_DIR
 
     with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
         cfg = compose("prep", overrides=["cluster=local", "cluster.workers=3"])

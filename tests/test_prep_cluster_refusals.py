@@ -21,8 +21,8 @@ import pytest
 from test_prep_cluster import dask_cluster, synthetic_log, write_parts  # noqa: F401 (fixture)
 
 from data_prep import PrepError, cluster, input_tasks, prepare
-from data_prep.errors import UserError
 from data_prep.synthetic import BUNDLED_CLICKS
+from recsys_seq.core.errors import UserError
 
 RECSYS_PREP = Path(sys.executable).with_name("recsys-prep")
 ERROR = "recsys-prep: error: "

@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from data_prep import prepare, schema
-from data_prep.errors import UserError
+from recsys_seq.core.errors import UserError
 from recsys_seq.data import PreparedSequences
 from recsys_seq.data.checking import PreparedDataError
 

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from data_prep import exchange as exchange_module
-from data_prep import publish, temporaries
-from data_prep.exchange import exchange
-from data_prep.publish import MARKER_FILE, OutputRefused, publishing, recover
+from recsys_seq.core import exchange as exchange_module
+from recsys_seq.core import publish, temporaries
+from recsys_seq.core.exchange import exchange
+from recsys_seq.core.publish import MARKER_FILE, OutputRefused, publishing, recover
 
 KIND = "test_folder"
 publish.register_folder_kind(KIND, r"data\.txt")
@@ -182,7 +182,7 @@ def test_disk_errors_name_the_output(tmp_path, monkeypatch):
 KILL = r"""
 import os, sys
 from pathlib import Path
-from data_prep import publish
+from recsys_seq.core import publish
 step, target, folder = sys.argv[1], Path(sys.argv[2]), sys.argv[3] == "folder"
 publish._after = lambda name: os._exit(9) if name == step else None
 if sys.argv[4] == "rename":  # a file system that cannot exchange

@@ -8,12 +8,12 @@ import pytest
 import torch
 
 from data_prep import schema
-from data_prep.errors import UserError
-from data_prep.publish import OutputRefused
 from recsys_seq.checkpoint import VocabularyMismatch
-from recsys_seq.cli.recommend import UnknownUsers, read_user_ids, recommend
+from recsys_seq.core.errors import UserError
+from recsys_seq.core.publish import OutputRefused
 from recsys_seq.metrics import target_rank
 from recsys_seq.serving import PART, PART_KEY, long_frame, to_frame
+from recsys_seq.workflows.recommend import UnknownUsers, read_user_ids, recommend
 from tests.test_train import compose_config, demo_dir, short_checkpoint  # noqa: F401 (fixture)
 
 K = 10

@@ -7,9 +7,9 @@ import pytest
 from omegaconf import OmegaConf
 
 from recsys_seq.cli.report import report
-from recsys_seq.cli.train import train
 from recsys_seq.report.runs import ReportError
 from recsys_seq.report.table import markdown
+from recsys_seq.workflows.train import train
 from tests.test_train import demo_dir, train_config  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.slow  # trains two runs of 2 epochs

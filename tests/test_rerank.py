@@ -13,18 +13,18 @@ import torch
 import recsys_seq
 from data_prep import schema
 from recsys_seq.checkpoint import CheckpointError, VocabularyMismatch, load, open_checkpoint
-from recsys_seq.cli import runs
-from recsys_seq.cli.evaluate import evaluate
-from recsys_seq.cli.export import TwoStageRanker, example_inputs, export
-from recsys_seq.cli.recommend import recommend
-from recsys_seq.cli.train import train
+from recsys_seq.core.options import OptionError
 from recsys_seq.data import PaddedBatchCollator, Stage, WindowDataset
 from recsys_seq.metrics import target_rank
 from recsys_seq.models import TwoStageTask, build_model, model_spec, rerank_spec
 from recsys_seq.models.ranking import rankable_scores
 from recsys_seq.models.spec import spec_values
 from recsys_seq.models.two_stage import count_at_least
-from recsys_seq.options import OptionError
+from recsys_seq.workflows import runs
+from recsys_seq.workflows.evaluate import evaluate
+from recsys_seq.workflows.export import TwoStageRanker, example_inputs, export
+from recsys_seq.workflows.recommend import recommend
+from recsys_seq.workflows.train import train
 from tests.helpers import random_histories, sequences
 from tests.test_train import (  # noqa: F401 (demo_dir is a fixture)
     compose_config,

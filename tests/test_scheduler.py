@@ -5,9 +5,9 @@ import math
 import pytest
 import torch
 
+from recsys_seq.core.options import OptionError
 from recsys_seq.models.spec import WarmupCosineOptions, model_spec
 from recsys_seq.models.task import warmup_cosine
-from recsys_seq.options import OptionError
 
 
 def learning_rates(options: WarmupCosineOptions, total: int, lr: float = 0.01) -> list[float]:

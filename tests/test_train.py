@@ -12,9 +12,9 @@ from omegaconf import open_dict
 from data_prep.demo import prepare_demo
 from recsys_seq import configs
 from recsys_seq.checkpoint import VocabularyMismatch
-from recsys_seq.cli.evaluate import evaluate
-from recsys_seq.cli.train import train
-from recsys_seq.options import OptionError
+from recsys_seq.core.options import OptionError
+from recsys_seq.workflows.evaluate import evaluate
+from recsys_seq.workflows.train import train
 
 
 @pytest.fixture(scope="module")

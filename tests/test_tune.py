@@ -15,11 +15,11 @@ import yaml
 from hydra import initialize_config_dir
 from optuna.trial import TrialState
 
-from data_prep.errors import UserError
-from data_prep.publish import OutputRefused
 from recsys_seq import configs
 from recsys_seq.cli.tune import main as tune_main
-from recsys_seq.options import OptionError
+from recsys_seq.core.errors import UserError
+from recsys_seq.core.options import OptionError
+from recsys_seq.core.publish import OutputRefused
 from recsys_seq.tune.folder import claim_sweep_folder
 from recsys_seq.tune.space import (
     CategoricalParam,

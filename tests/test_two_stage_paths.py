@@ -14,13 +14,13 @@ import torch
 
 import recsys_seq
 from data_prep import schema
-from data_prep.errors import UserError
 from recsys_seq.checkpoint import load, open_checkpoint
-from recsys_seq.cli.evaluate import evaluate
-from recsys_seq.cli.export import TwoStageRanker, example_inputs, export
-from recsys_seq.cli.recommend import recommend
-from recsys_seq.cli.train import train
-from recsys_seq.options import OptionError
+from recsys_seq.core.errors import UserError
+from recsys_seq.core.options import OptionError
+from recsys_seq.workflows.evaluate import evaluate
+from recsys_seq.workflows.export import TwoStageRanker, example_inputs, export
+from recsys_seq.workflows.recommend import recommend
+from recsys_seq.workflows.train import train
 from tests.test_api import histories
 from tests.test_rerank import rerank_run
 from tests.test_train import (  # noqa: F401 (demo_dir is a fixture)

@@ -44,8 +44,8 @@ from types import SimpleNamespace
 import torch
 import torch.nn.functional as F
 
-from data_prep.errors import UserError
 from recsys_seq.bench.report import check_names, print_rows, write_rows
+from recsys_seq.core.errors import UserError
 from recsys_seq.data.batch import IGNORE_INDEX
 from recsys_seq.models.chunked_ce import chunked_cross_entropy
 from recsys_seq.models.losses import SampledSoftmaxLoss

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from data_prep import publish
-from data_prep.errors import UserError
-from data_prep.tables import Column, print_table
+from recsys_seq.core import publish
+from recsys_seq.core.errors import UserError
+from recsys_seq.core.tables import Column, print_table
 
 
 def check_names(kind: str, given: Iterable[str], known: Iterable[str]) -> None:
@@ -26,7 +26,7 @@ def _cell(value) -> str:
 
 
 def print_rows(rows: list[dict], title: str | None, header: bool = True) -> None:
-    """The rows as a table (:func:`data_prep.tables.print_table`: markdown unless stdout is a
+    """The rows as a table (:func:`recsys_seq.core.tables.print_table`: markdown unless stdout is a
     terminal, so no cell is ever cut); the columns are the first row's keys."""
     if not rows:
         return

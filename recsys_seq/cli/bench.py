@@ -5,10 +5,10 @@
     recsys-bench task=prep output=outputs/bench/prep.json
     recsys-bench task=loss output=outputs/bench/loss.json threads=1
 
-A Hydra app like the other commands, composed from ``recsys_seq/conf/bench.yaml``, which names
+A Hydra app like the other commands, composed from ``conf/bench.yaml``, which names
 every task's options (null: the task's default) and writes nothing of Hydra's. Each task is a
 function whose annotated keyword arguments are its options: the options given a value are
-checked against that function (:func:`recsys_seq.options.checked_arguments`), so a task refuses
+checked against that function (:func:`recsys_seq.core.options.checked_arguments`), so a task refuses
 another task's options and values of the wrong type, and an existing ``output`` that is not a
 benchmark file of ours is refused before the work starts.
 """
@@ -22,10 +22,10 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from data_prep.conf import CONF_SEARCH_PATH
-from data_prep.errors import UserError, exit_on_user_error, run_command
-from data_prep.publish import BENCHMARK, check_target
-from recsys_seq.options import checked_arguments
+from recsys_seq.core.conf import CONF_SEARCH_PATH
+from recsys_seq.core.errors import UserError, exit_on_user_error, run_command
+from recsys_seq.core.options import checked_arguments
+from recsys_seq.core.publish import BENCHMARK, check_target
 
 
 def _padding():
@@ -41,7 +41,7 @@ def _throughput():
 
 
 def _prep():
-    from data_prep.bench import run_prep_benchmark
+    from recsys_seq.bench.prep import run_prep_benchmark
 
     return run_prep_benchmark
 

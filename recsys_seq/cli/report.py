@@ -53,16 +53,16 @@ import hydra
 import matplotlib
 from omegaconf import DictConfig, OmegaConf
 
-from data_prep import conf
-from data_prep.errors import exit_on_user_error, exit_with, run_command
-from data_prep.publish import publishing, register_folder_kind
-from recsys_seq.options import OptionError, checked
+from recsys_seq.core import conf
+from recsys_seq.core.errors import exit_on_user_error, exit_with, run_command
+from recsys_seq.core.options import OptionError, checked
+from recsys_seq.core.publish import publishing, register_folder_kind
 from recsys_seq.report.plots import copy_histograms, plot_curves, plot_metrics
 from recsys_seq.report.runs import Run, _distinct_dataset_names, load_runs  # noqa: F401
 from recsys_seq.report.table import markdown, table
 
 REPORT_DIR = "report"
-REPORT = "report"  # the artifact kind (data_prep.publish)
+REPORT = "report"  # the artifact kind (recsys_seq.core.publish)
 register_folder_kind(
     REPORT, r"report\.(csv|md)|metrics\.png|val_curves\.png|length_histogram_.+\.png"
 )

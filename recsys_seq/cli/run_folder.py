@@ -1,16 +1,17 @@
 """A Hydra callback that checks where a command will write before Hydra writes anything.
 
 Hydra creates ``hydra.run.dir`` and writes ``.hydra/`` there before the task starts, so the
-task's own check (:func:`data_prep.publish.claim_run_folder`) would come too late for
+task's own check (:func:`recsys_seq.core.publish.claim_run_folder`) would come too late for
 ``hydra.run.dir=<a folder with the user's files>``, ``hydra.run.dir=.`` or
 ``hydra.run.dir=<the folder of the checkpoint to evaluate>``. The guard knows, from its
 parameters in ``conf/hydra/default.yaml`` (and ``file_output.yaml``), which options name the
 command's inputs and outputs, and checks the run folder and the outputs against them:
 
 * the run folder, whenever Hydra or the command writes into it, by the run-folder rule
-  (:func:`data_prep.publish.check_run_folder`: never the working directory or a folder above
+  (:func:`recsys_seq.core.publish.check_run_folder`: never the working directory or a folder above
   it, an input or a folder holding or inside one, a user's files or another task's run);
-* every output the options name, by the location rule (:func:`data_prep.publish.check_location`).
+* every output the options name, by the location rule
+  (:func:`recsys_seq.core.publish.check_location`).
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from data_prep.errors import UserError, exit_with, on_user_error
-from data_prep.publish import (
+from recsys_seq.core.errors import UserError, exit_with, on_user_error
+from recsys_seq.core.publish import (
     MARKER_FILE,
     RUN,
     OutputRefused,

@@ -16,9 +16,9 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from data_prep.errors import UserError
-from data_prep.publish import register_kind, write_text
-from data_prep.run_folders import METRICS_FILE
+from recsys_seq.core.errors import UserError
+from recsys_seq.core.publish import register_kind, write_text
+from recsys_seq.core.run_folders import METRICS_FILE
 from recsys_seq.optimized_metric import best_key
 
 SUMMARY = "summary.md"

@@ -1,215 +1,26 @@
 """recsys-train: prepare (if needed), train, test with the best checkpoint, compare baselines.
 
-recsys-train                                  # the bundled demo log, end to end
-recsys-train data.path=<prepared dir> model=sasrec trainer.max_epochs=50
-recsys-train -m model.encoder.num_layers=1,2  # a Hydra sweep
+    recsys-train                                  # the bundled demo log, end to end
+    recsys-train data.path=<prepared dir> model=sasrec trainer.max_epochs=50
+    recsys-train -m model.encoder.num_layers=1,2  # a Hydra sweep
+
+The work is :func:`recsys_seq.workflows.train.train`.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import time
-from pathlib import Path
-from typing import Any
-
 import hydra
-import lightning as L
-from hydra.core.hydra_config import HydraConfig
-from hydra.types import RunMode
-from lightning.pytorch.callbacks import ModelCheckpoint, ModelSummary, ProgressBar
 from omegaconf import DictConfig
 
-from data_prep.errors import exit_on_user_error, run_command
-from data_prep.publish import check_run_folder, claim_run_folder, output_errors
-from recsys_seq import configs
-from recsys_seq.checkpoint import check_resume
-from recsys_seq.cli import runs
-from recsys_seq.cli.retriever import (
-    RetrieverPlan,
-    obtain_retriever,
-    plan_retriever,
-    rerank_options,
-)
-from recsys_seq.cli.trainer import build_trainer, check_trainer, trainer_errors
-from recsys_seq.data import SequenceDataModule
-from recsys_seq.data.options import DataOptions, data_options
-from recsys_seq.models import ModelSpec, NextItemTask, build_model, rerank_spec
-from recsys_seq.models.spec import RerankOptions, check_ranker
-from recsys_seq.options import OptionError, as_plain
+from recsys_seq.core.conf import CONF_SEARCH_PATH
+from recsys_seq.core.errors import exit_on_user_error, run_command
 
 
-def resolve_resume(ckpt_path: str | None, run_dir: Path) -> str | None:
-    """The checkpoint to resume from: ``ckpt_path``; ``"last"`` means this run folder's most
-    recent checkpoint (``last.ckpt`` at epoch ends, ``step.ckpt`` every N steps); with none
-    given, that checkpoint is used when it exists, so re-running an interrupted command with
-    the same ``hydra.run.dir`` continues it."""
-    saved = [p for p in (run_dir / "checkpoints").glob("*.ckpt") if p.stem in ("last", "step")]
-    if ckpt_path == "last" or (ckpt_path is None and saved):
-        if not saved:
-            raise OptionError(f"ckpt_path=last, but {run_dir / 'checkpoints'} has none.")
-        latest = max(saved, key=lambda p: p.stat().st_mtime)
-        print(f"Resuming from {latest}")
-        return str(latest)
-    return ckpt_path
-
-
-def check_windows(datamodule: SequenceDataModule) -> None:
-    """Refuse data that would train on nothing or validate on nobody (and report an
-    untrained model's metrics as a result)."""
-    for stage, needs in (
-        ("train", "3 events (two to train on, one to hold out)"),
-        ("val", "a validation event"),
-    ):
-        if len(datamodule.dataset(stage)) == 0:
-            raise OptionError(
-                f"{datamodule.path} has no {stage} windows: no user has {needs}. Prepare it "
-                "with more events per user (recsys-prep min_user_events=3 or more)."
-            )
-
-
-def in_sweep() -> bool:
-    """Whether this run is one job of a Hydra multirun, whose summary table comes at the end
-    (:mod:`recsys_seq.cli.sweep_summary`): each job then says one line, not a table."""
-    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
-
-
-def history_line(excluded: bool) -> str:
-    """What ``model.exclude_history=auto`` decided, and why."""
-    if excluded:
-        return (
-            "Rankings leave out each user's history: no user repeats an item in this log's "
-            "training events (model.exclude_history=auto; false keeps it)."
-        )
-    return (
-        "Rankings include each user's history: users repeat items in this log "
-        "(model.exclude_history=auto; true leaves it out)."
-    )
-
-
-def result_line(metrics: dict[str, Any], spec: ModelSpec, label: str) -> str:
-    """One job's outcome: its best optimised metric, the test value of that metric, time."""
-    metric = spec.optimized_metric.removeprefix("val/")
-    return (
-        f"{label}: {spec.best_key} {metrics.get(spec.best_key, float('nan')):.4f}, "
-        f"test/{metric} {metrics.get(f'test/{metric}', float('nan')):.4f}, "
-        f"{metrics['fit/epochs']} epochs in {metrics['fit/seconds']:.0f} s"
-    )
-
-
-def train(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Train and test one configuration.
-
-    Every option is checked before any work; the model is built by the project's one builder
-    (:func:`~recsys_seq.models.build_model`) from the checked spec and the data's facts, and
-    every checkpoint stores the spec.
-
-    Returns:
-        ``(metrics, objects)``: the flat metrics written to ``metrics.json`` and the objects
-        built on the way (datamodule, model, trainer), for tests and notebooks.
-    """
-    runs.quiet_console()
-    data = data_options(configs.plain(cfg.data))
-    model_values = configs.model_values(cfg)
-    rerank = rerank_options(cfg.get("rerank"))
-    if rerank is not None:
-        data = ranker_data(data, rerank[1])
-    check_trainer(configs.plain(cfg.trainer))
-    task = str(cfg.task_name)
-    run_dir = check_run_folder(cfg.paths.output_dir, task=task)
-    datamodule = runs.build_datamodule(data)
-    check_run_folder(run_dir, [datamodule.path], task=task)  # not in the data; before Lightning
-    spec = configs.spec_for_data(model_values, datamodule)
-    configs.check_max_len(spec, data.max_len)
-    check_windows(datamodule)
-    resume = resolve_resume(cfg.get("ckpt_path"), run_dir)
-    if resume is not None:
-        check_resume(resume, spec, datamodule.path)
-    sweep_job = in_sweep()
-    callbacks = runs.instantiate_group(cfg, "callbacks")
-    if sweep_job:  # no bar or summary per job: one line each, the table at the end
-        callbacks = [c for c in callbacks if not isinstance(c, ProgressBar | ModelSummary)]
-        runs.quiet_lightning()
-    trainer = build_trainer(
-        cfg.trainer,
-        callbacks=callbacks,
-        logger=runs.instantiate_group(cfg, "logger"),
-        **({"enable_progress_bar": False, "enable_model_summary": False} if sweep_job else {}),
-    )
-    if rerank is None:
-        claim_run_folder(run_dir, [datamodule.path], task=task)  # all checked: the run writes
-        L.seed_everything(cfg.seed, workers=True)  # checks first: nothing printed before an error
-        model = build_model(spec, datamodule.facts())
-    else:
-        source, options = rerank
-        check_ranker(spec, options)
-        plan = plan_retriever(source, cfg, datamodule, run_dir, options.holdout)
-        claim_run_folder(run_dir, [datamodule.path], task=task)
-        model = two_stage_model(spec, plan, options, cfg.seed, datamodule, data.max_len)
-    chosen_by_data = model_values.get("exclude_history", configs.AUTO) == configs.AUTO
-    if chosen_by_data and trainer.is_global_zero and not sweep_job:
-        print(history_line(spec.exclude_history))
-    started = time.perf_counter()
-    with output_errors(run_dir), trainer_errors():  # a full disk names the run folder
-        trainer.fit(model, datamodule=datamodule, ckpt_path=resume, weights_only=True)
-    fit_time = {"fit/seconds": time.perf_counter() - started, "fit/epochs": trainer.current_epoch}
-    checkpoint = next(
-        (c for c in callbacks if isinstance(c, ModelCheckpoint) and c.monitor), None
-    )  # the best-model checkpoint, not the step checkpoint
-    best = checkpoint.best_model_path if checkpoint and checkpoint.best_model_path else None
-    metrics = runs.to_floats(trainer.callback_metrics)
-    metrics = {k: v for k, v in metrics.items() if k.startswith("val/") or k.startswith("train/")}
-    metrics |= fit_time  # this invocation's training (with validation), not a resumed part
-    tested = trainer.test(
-        model, datamodule=datamodule, ckpt_path=best, weights_only=True, verbose=False
-    )
-    for result in tested:
-        metrics.update(runs.to_floats(result))
-    if cfg.get("baselines") and trainer.is_global_zero:
-        metrics |= runs.popularity_metrics(
-            datamodule, list(spec.evaluated_ks), spec.exclude_history
-        )
-    metrics["checkpoint"] = best
-    if trainer.is_global_zero:
-        path = runs.write_results(run_dir, metrics)
-        if sweep_job:
-            print(result_line(metrics, spec, f"job {HydraConfig.get().job.num} ({spec.name})"))
-        else:
-            runs.print_results(metrics, model_name=spec.name)
-            print(f"Results: {path}\nCheckpoints: {run_dir / 'checkpoints'}")
-    return metrics, {"datamodule": datamodule, "model": model, "trainer": trainer}
-
-
-def ranker_data(data: DataOptions, options: RerankOptions) -> DataOptions:
-    """The ranker's data: with ``rerank.holdout`` > 0 it trains on the held-out events only."""
-    if options.holdout == 0:
-        return data
-    return dataclasses.replace(data, train_windows="holdout", train_holdout=options.holdout)
-
-
-def two_stage_model(
-    spec: ModelSpec,
-    plan: RetrieverPlan,
-    options: RerankOptions,
-    seed: int,
-    datamodule: SequenceDataModule,
-    max_len: int,
-) -> NextItemTask:
-    """The ranker ``spec`` over the planned retriever (trained first if need be), its weights
-    loaded and frozen."""
-    retriever, weights = obtain_retriever(plan, train)
-    configs.check_max_len(retriever, max_len)
-    chosen = rerank_spec(retriever, as_plain(options), spec)
-    L.seed_everything(seed, workers=True)  # the ranker starts as a one-stage run would
-    model = build_model(spec, datamodule.facts(), chosen)
-    model.retriever.load_state_dict(weights)
-    if options.init_from_retriever:
-        model.start_from_retriever()
-    return model
-
-
-@hydra.main(version_base="1.3", config_path=configs.CONF_SEARCH_PATH, config_name="train")
+@hydra.main(version_base="1.3", config_path=CONF_SEARCH_PATH, config_name="train")
 @exit_on_user_error("recsys-train")
 def _main(cfg: DictConfig) -> float | None:
+    from recsys_seq.workflows.train import train  # torch only once Hydra has parsed and checked
+
     metrics, objects = train(cfg)
     return metrics.get(objects["model"].spec.best_key)  # what sweeps maximise
 

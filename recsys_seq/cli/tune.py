@@ -16,8 +16,8 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from data_prep.errors import UserError, exit_on_user_error, run_command
 from recsys_seq import configs
+from recsys_seq.core.errors import UserError, exit_on_user_error, run_command
 
 INTERRUPTED_EXIT_CODE = 130  # the shell's code for a command stopped by Ctrl-C
 

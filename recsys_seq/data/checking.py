@@ -18,7 +18,7 @@ from typing import Any, NoReturn
 
 import polars as pl
 
-from data_prep.errors import UserError
+from recsys_seq.core.errors import UserError
 
 
 class PreparedDataError(UserError):

@@ -11,14 +11,14 @@ import numpy as np
 from torch.utils.data import DataLoader
 
 from data_prep import schema
-from data_prep.publish import recover
+from recsys_seq.core.options import as_plain
+from recsys_seq.core.publish import recover
 from recsys_seq.data.batch import PaddedBatchCollator
 from recsys_seq.data.dataset import PreparedSequences, Stage, WindowDataset
 from recsys_seq.data.facts import DataFacts
 from recsys_seq.data.options import DataOptions
 from recsys_seq.data.sampler import BucketBatchSampler
 from recsys_seq.data.shared import check_source, prepare_source
-from recsys_seq.options import as_plain
 
 
 class SequenceDataModule(L.LightningDataModule):

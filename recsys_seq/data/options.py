@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from recsys_seq.core.options import OptionError, checked, option
 from recsys_seq.data.negatives import Distribution
-from recsys_seq.options import OptionError, checked, option
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from data_prep import prepare
 from data_prep.demo import DEMO_NAME, prepare_demo
-from data_prep.errors import UserError
+from recsys_seq.core.errors import UserError
 
 SHARED_DATA_ENV = "RECSYS_SEQ_DATA"
 

@@ -26,7 +26,7 @@ from typing import Any, get_args, get_type_hints
 
 from torch import nn
 
-from recsys_seq.options import OptionError, checked
+from recsys_seq.core.options import OptionError, checked
 
 
 class Components:

@@ -33,12 +33,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from recsys_seq.core.options import OptionError, option
 from recsys_seq.data.batch import IGNORE_INDEX
 from recsys_seq.data.negatives import DISTRIBUTIONS, Distribution
 from recsys_seq.models.chunked_ce import chunked_cross_entropy
 from recsys_seq.models.components import Components
 from recsys_seq.models.scorers import with_pad_at_minimum
-from recsys_seq.options import OptionError, option
 
 LOSSES = Components("loss")
 

@@ -19,9 +19,9 @@ from typing import Literal
 import torch
 from torch import nn
 
+from recsys_seq.core.options import option
 from recsys_seq.models.components import Components
 from recsys_seq.models.target_attention import TargetAttention, mlp
-from recsys_seq.options import option
 
 SCORERS = Components("scorer")
 

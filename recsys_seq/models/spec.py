@@ -12,12 +12,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from recsys_seq.core.options import OptionError, as_plain, checked, option
 from recsys_seq.models.encoders import ENCODERS
 from recsys_seq.models.losses import LOSSES
 from recsys_seq.models.scorers import SCORERS
 from recsys_seq.optimized_metric import DEFAULT as DEFAULT_OPTIMIZED_METRIC
 from recsys_seq.optimized_metric import best_key, check_optimized_metric, cutoff
-from recsys_seq.options import OptionError, as_plain, checked, option
 
 RECORD_KEY = "recsys_seq"
 RECORD_FORMAT = 3

@@ -9,6 +9,7 @@ import torch
 from torch import nn
 from torchmetrics import MaxMetric
 
+from recsys_seq.core.options import OptionError
 from recsys_seq.data.facts import DataFacts
 from recsys_seq.models.network import NextItemModel
 from recsys_seq.models.ranking import RankingModule, rankable_scores
@@ -19,7 +20,6 @@ from recsys_seq.models.spec import (
     WarmupCosineOptions,
     checkpoint_record,
 )
-from recsys_seq.options import OptionError
 
 OPTIMIZERS = {"adamw": torch.optim.AdamW, "adam": torch.optim.Adam}
 
@@ -79,13 +79,18 @@ class NextItemTask(RankingModule):
         self.log(self.spec.best_key, self.val_best.compute().float())
 
     def predict_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> dict:
-        """Top-``predict_k`` items per user, best first: ``user (B,)``, ``items (B, k)``,
+        """:meth:`serve` with this task's ``predict_k`` and its trained history rule."""
+        return self.serve(batch, self.predict_k, self.exclude_history)
+
+    def serve(self, batch: dict[str, torch.Tensor], k: int, exclude_history: bool) -> dict:
+        """Top-``k`` items per user, best first: ``user (B,)``, ``items (B, k)``,
         ``scores (B, k)``. With ``exclude_history`` the batch's ``seen`` items (the whole
         known history, in the serving stage) or else its window score ``-inf``; items at
-        ``-inf`` (fewer than k rankable) are for the caller to drop."""
-        exclude = batch.get("seen", batch["items"]) if self.exclude_history else None
+        ``-inf`` (fewer than k rankable) are for the caller to drop. The rules come with the
+        call, so one loaded model serves callers with different rules."""
+        exclude = batch.get("seen", batch["items"]) if exclude_history else None
         scores = rankable_scores(self.score_next(batch), exclude)
-        values, items = torch.topk(scores, min(self.predict_k, scores.shape[1] - 1), dim=1)
+        values, items = torch.topk(scores, min(k, scores.shape[1] - 1), dim=1)
         return {"user": batch["user"], "items": items, "scores": values}
 
     def configure_optimizers(self) -> Any:

@@ -375,14 +375,14 @@ class TwoStageTask(NextItemTask):
             "predict_step()"
         )
 
-    def predict_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> dict:
-        """The top-``predict_k`` of the final ranking: ``items (B, k)`` with ``scores (B, k)``,
-        the ranker's for the first K positions and the retriever's after them. Exclusion as
-        in :meth:`NextItemTask.predict_step`."""
-        exclude = batch.get("seen", batch["items"]) if self.exclude_history else None
+    def serve(self, batch: dict[str, torch.Tensor], k: int, exclude_history: bool) -> dict:
+        """The top-``k`` of the final ranking: ``items (B, k)`` with ``scores (B, k)``, the
+        ranker's for the first K positions and the retriever's after them. Exclusion as in
+        :meth:`NextItemTask.serve`."""
+        exclude = batch.get("seen", batch["items"]) if exclude_history else None
         both = self.candidates(batch, exclude)
         items, scores = both.ranked()
-        k = min(self.predict_k, both.retriever_scores.shape[1] - 1)
+        k = min(k, both.retriever_scores.shape[1] - 1)
         if k > items.shape[1]:
             rest_scores, rest = both.retriever_scores.topk(k, dim=1)
             width = items.shape[1]

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import yaml
 
-from data_prep.run_folders import CONFIG_FILE, METRICS_FILE
+from recsys_seq.core.run_folders import CONFIG_FILE, METRICS_FILE
 from recsys_seq.report.interpolation import resolve
 
 OVERRIDES_FILE = ".hydra/overrides.yaml"

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import polars as pl
 
-from data_prep.errors import UserError
-from data_prep.run_folders import CONFIG_FILE, METRICS_FILE
+from recsys_seq.core.errors import UserError
+from recsys_seq.core.run_folders import CONFIG_FILE, METRICS_FILE
 from recsys_seq.optimized_metric import DEFAULT as DEFAULT_METRIC
 from recsys_seq.report.curves import read_curve
 from recsys_seq.report.debug import debug_reason

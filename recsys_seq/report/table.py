@@ -11,8 +11,8 @@ from collections.abc import Sequence
 
 import polars as pl
 
-from data_prep import tables
-from data_prep.tables import Column
+from recsys_seq.core import tables
+from recsys_seq.core.tables import Column
 from recsys_seq.optimized_metric import best_key
 from recsys_seq.report.runs import Run, key_metrics
 

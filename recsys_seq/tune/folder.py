@@ -12,10 +12,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from data_prep.artifacts import MARKER_FILE, read_marker, register_kind
-from data_prep.publish import OutputRefused, write_text
-from data_prep.refusals import check_location
-from data_prep.run_folders import mark_growing_folder
+from recsys_seq.core.artifacts import MARKER_FILE, read_marker, register_kind
+from recsys_seq.core.publish import OutputRefused, write_text
+from recsys_seq.core.refusals import check_location
+from recsys_seq.core.run_folders import mark_growing_folder
 
 STUDY = "study"  # the sweep folder's artifact kind (its marker)
 STUDY_FILE = "study_file"  # a file recsys-tune publishes into a claimed sweep folder

@@ -22,13 +22,13 @@ from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
-from data_prep.errors import UserError
-from data_prep.publish import OutputRefused
-from recsys_seq.cli.train import train
+from recsys_seq.core.errors import UserError
+from recsys_seq.core.options import OptionError
+from recsys_seq.core.publish import OutputRefused
 from recsys_seq.optimized_metric import best_key
-from recsys_seq.options import OptionError
 from recsys_seq.tune.folder import TRIALS
 from recsys_seq.tune.space import Param, as_overrides, suggest
+from recsys_seq.workflows.train import train
 
 LOG_FILE = "train.log"
 HYDRA_DIR = ".hydra"

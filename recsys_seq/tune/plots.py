@@ -22,7 +22,7 @@ from optuna.importance import PedAnovaImportanceEvaluator  # noqa: E402
 from optuna.trial import TrialState  # noqa: E402
 from optuna.visualization import matplotlib as optuna_plots  # noqa: E402
 
-from data_prep.publish import publishing  # noqa: E402
+from recsys_seq.core.publish import publishing  # noqa: E402
 from recsys_seq.tune.folder import HISTORY, IMPORTANCES, PARALLEL, STUDY_FILE  # noqa: E402
 
 

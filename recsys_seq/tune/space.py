@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
-from recsys_seq.options import OptionError, checked, option
+from recsys_seq.core.options import OptionError, checked, option
 
 
 class Trial(Protocol):

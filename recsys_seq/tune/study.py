@@ -37,8 +37,8 @@ from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
 from optuna.study import StudyDirection
 from optuna.trial import TrialState
 
-from data_prep.errors import UserError
-from recsys_seq.options import OptionError, checked, option
+from recsys_seq.core.errors import UserError
+from recsys_seq.core.options import OptionError, checked, option
 from recsys_seq.tune.folder import DATABASE
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)  # what counts towards tune.n_trials

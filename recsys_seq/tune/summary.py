@@ -14,7 +14,7 @@ import optuna
 from omegaconf import OmegaConf
 from optuna.trial import FrozenTrial, TrialState
 
-from data_prep.tables import Column, markdown
+from recsys_seq.core.tables import Column, markdown
 from recsys_seq.tune.space import rounded
 from recsys_seq.tune.study import FINISHED
 

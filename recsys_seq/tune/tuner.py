@@ -13,8 +13,8 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig
 
 from recsys_seq import configs
+from recsys_seq.core.objects import make
 from recsys_seq.optimized_metric import best_key
-from recsys_seq.targets import make
 from recsys_seq.tune.folder import BEST, SUMMARY, TRIALS, claim_sweep_folder, publish_text
 from recsys_seq.tune.objective import Objective, trial_config
 from recsys_seq.tune.plots import save_plots

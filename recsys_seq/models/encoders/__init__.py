@@ -18,7 +18,7 @@ from typing import Protocol
 
 import torch
 
-from data_prep.errors import UserError
+from recsys_seq.core.errors import UserError
 from recsys_seq.models.components import Components
 
 ENTRY_POINTS = "recsys_seq.encoders"

@@ -8,8 +8,8 @@ from typing import Literal
 import torch
 from torch import nn
 
+from recsys_seq.core.options import option
 from recsys_seq.models.encoders import ENCODERS
-from recsys_seq.options import option
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from recsys_seq.core.options import OptionError, option
 from recsys_seq.models.encoders import ENCODERS
-from recsys_seq.options import OptionError, option
 
 
 @dataclass(frozen=True)

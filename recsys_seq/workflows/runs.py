@@ -17,20 +17,15 @@ from lightning.pytorch.loggers import Logger
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
-from data_prep import publish
-from data_prep.publish import RUN_FILE
-from data_prep.run_folders import METRICS_FILE
-from data_prep.tables import Column, print_table
+from recsys_seq.core import publish
+from recsys_seq.core.objects import make
+from recsys_seq.core.options import OptionError, Options, checked
+from recsys_seq.core.publish import RUN_FILE
+from recsys_seq.core.run_folders import METRICS_FILE
+from recsys_seq.core.tables import Column, print_table
 from recsys_seq.data import SequenceDataModule
 from recsys_seq.data.options import DataOptions
 from recsys_seq.models import PopularityRecommender
-from recsys_seq.options import OptionError, Options, checked
-from recsys_seq.targets import make
-
-# conf/hydra/file_output.yaml: the run folder only when no explicit output names the result
-OmegaConf.register_new_resolver(
-    "run_folder_unless", lambda output, run_dir: "." if output is not None else run_dir
-)
 
 LIGHTNING_INFO = logging.getLogger("lightning.pytorch.utilities.rank_zero")
 
@@ -69,7 +64,7 @@ GROUP_BASES = {"callbacks": Callback, "logger": Logger}  # what each group's ent
 
 def instantiate_group(cfg: DictConfig, group: str) -> list[Any]:
     """The objects of every non-null entry of ``cfg``'s group ``callbacks`` or ``logger``,
-    each one's ``_target_`` a class of that group's fixed table (:mod:`recsys_seq.targets`)."""
+    each one's ``_target_`` a class of that group's fixed table (:mod:`recsys_seq.core.objects`)."""
     entries = OmegaConf.to_container(cfg.get(group) or OmegaConf.create({}), resolve=True)
     if not isinstance(entries, dict):
         raise OptionError(f"{group} must map names to entries ({group}.<name>._target_=...).")

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable
 from typing import NoReturn, TypeVar
 
-from data_prep import targets
+from recsys_seq.core import targets
 
 USAGE_EXIT_CODE = 2
 Task = TypeVar("Task", bound=Callable)
@@ -59,7 +59,7 @@ def run_command(hydra_main: Callable[[], object], command: str) -> None:
     task that is not a :class:`UserError` is a bug and keeps its full traceback.
 
     Before Hydra starts, the config the command line composes is checked for class names
-    outside the fixed tables of :mod:`data_prep.targets`: Hydra instantiates its launcher,
+    outside the fixed tables of :mod:`recsys_seq.core.targets`: Hydra instantiates its launcher,
     sweeper and callbacks before the task runs."""
     _TASK_STARTED.clear()
     _COMMAND[:] = [command]

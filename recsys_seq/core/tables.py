@@ -5,7 +5,7 @@ file, a pipe, CI) is 80 columns wide, so cells come out cut (``5,000…``) or wr
 that is kept must show every cell whole: when the stream is not a terminal the table is written
 as markdown, each column padded to its widest cell, so it reads as plain text, pastes into a
 document and is never cut. Commands of both packages print through :func:`print_table`
-(``data_prep`` imports no torch, so the helper lives here).
+(the foundation imports no torch, so data_prep can use it).
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@ same steps written in pandas on a smaller log for a side-by-side ratio.
 workers=[1,2]``
 (:mod:`recsys_seq.cli.bench` checks the options and calls :func:`run_prep_benchmark`;
 ``events=0`` skips the big log). This module is the harness: it generates the logs
-(:mod:`data_prep.bench_log`), times the two jobs (:mod:`data_prep.bench_jobs`) and reports the
-rows.
+(:mod:`~recsys_seq.bench.prep_log`), times the two jobs
+(:mod:`~recsys_seq.bench.prep_jobs`) and reports the rows.
 
 Each measured job runs in its own subprocess, which reports its wall time and its peak
 resident memory (the high-water mark of that process: Polars' threads included, the generator
@@ -18,7 +18,7 @@ grows) beside the client's; starting the cluster is not timed.
 
 Fairness: on the small log the two engines run alternately ``repeats`` times and the medians
 are compared (a shared machine is noisy). The pandas version
-(:func:`data_prep.bench_jobs.pandas_job`) is the same steps in idiomatic vectorised pandas,
+(:func:`recsys_seq.bench.prep_jobs.pandas_job`) is the same steps in idiomatic vectorised pandas,
 with no deliberate slowness, and must write the same ``sequences``, ``items`` and ``users``
 tables as the Polars job: the bench checks that before it reports a ratio. The Polars job
 additionally checks the input values, hashes the input file and draws the histogram (a few
@@ -38,10 +38,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from data_prep import publish
-from data_prep.bench_jobs import check_same_output, check_same_prepared, pandas_job, polars_job
-from data_prep.bench_log import generate_log, generate_log_folder
-from data_prep.tables import Column, print_table
+from recsys_seq.bench.prep_jobs import (
+    check_same_output,
+    check_same_prepared,
+    pandas_job,
+    polars_job,
+)
+from recsys_seq.bench.prep_log import generate_log, generate_log_folder
+from recsys_seq.core import publish
+from recsys_seq.core.tables import Column, print_table
 
 
 def _child(engine: str, log: str, out: str, workers: int = 0) -> None:
@@ -92,7 +97,7 @@ def _peaks(own: float, worker: float | None) -> dict[str, float]:
 
 def measure(engine: str, log: Path, events: int, out: Path, workers: int = 0) -> dict[str, Any]:
     code = (
-        f"from data_prep.bench import _child; "
+        f"from recsys_seq.bench.prep import _child; "
         f"_child({engine!r}, {str(log)!r}, {str(out)!r}, {workers})"
     )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

@@ -8,8 +8,8 @@ is recognised as one the project wrote, so that only such an output is ever repl
   kind declares how to recognise the project's file from its content (:func:`register_kind`).
 
 Each kind is registered by the module that writes it. The refusals built on this (a user's
-file, a folder with other content) are :mod:`data_prep.refusals`'s; publishing is
-:mod:`data_prep.publish`'s.
+file, a folder with other content) are :mod:`recsys_seq.core.refusals`'s; publishing is
+:mod:`recsys_seq.core.publish`'s.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Where the project's configs are: ``recsys_seq/conf``, a data-only package shipped in the wheel.
+"""Where the project's configs are: ``conf/`` at the top of the repository, installed as the
+data-only package ``recsys_seq.conf`` (pyproject's ``package-dir``), shipped in the wheel.
 
 Hydra apps find it as ``pkg://recsys_seq.conf`` (:data:`CONF_SEARCH_PATH`); the prep code also
 reads two things from it without Hydra (through the Python API): its options and their defaults

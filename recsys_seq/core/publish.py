@@ -8,7 +8,7 @@ The rule, for folders (a prepared dataset, a report) and files (recommendations,
    file system as ``P/X``, so the final rename is atomic).
 2. It is published by renaming that sibling onto ``P/X``. A file is replaced in one
    ``os.replace``. A folder that already exists is swapped with the sibling in one step
-   (:func:`data_prep.exchange.exchange`, Linux's ``renameat2(RENAME_EXCHANGE)``), so that
+   (:func:`recsys_seq.core.exchange.exchange`, Linux's ``renameat2(RENAME_EXCHANGE)``), so that
    ``P/X`` exists at every instant for every reader, and the previous output, now in the
    sibling, is removed; where the file system cannot exchange, the previous folder is first
    moved aside to ``P/.X.old-<same tag>`` and removed after the rename.
@@ -24,10 +24,10 @@ output whose owner died between the two renames and removes temporaries of dead 
 
 This module owns the publish itself (:func:`publishing`, and the small files written through
 it); the parts it relies on each have their own module: the artifact kinds and markers
-(:mod:`data_prep.artifacts`), the refusals (:mod:`data_prep.refusals`), the temporaries and
-:func:`recover` (:mod:`data_prep.temporaries`). Run folders (:mod:`data_prep.run_folders`) are
-claimed rather than published; their names are importable from here as well, as the other
-commands import them.
+(:mod:`~recsys_seq.core.artifacts`), the refusals (:mod:`~recsys_seq.core.refusals`), the
+temporaries and :func:`recover` (:mod:`~recsys_seq.core.temporaries`). Run folders
+(:mod:`~recsys_seq.core.run_folders`) are claimed rather than published; their names are
+importable from here as well, as the other commands import them.
 """
 
 from __future__ import annotations
@@ -40,23 +40,23 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from data_prep.artifacts import MARKER_FILE, register_folder_kind, register_kind, write_marker
-from data_prep.exchange import exchange
-from data_prep.refusals import (
+from recsys_seq.core.artifacts import MARKER_FILE, register_folder_kind, register_kind, write_marker
+from recsys_seq.core.exchange import exchange
+from recsys_seq.core.refusals import (
     OutputRefused,
     check_location,
     check_target,
     is_replaceable,
     output_errors,
 )
-from data_prep.run_folders import (
+from recsys_seq.core.run_folders import (
     RUN,
     RUN_FILE,
     check_run_folder,
     claim_run_folder,
     discard_unclaimed_run_folder,
 )
-from data_prep.temporaries import recover, remove, tag
+from recsys_seq.core.temporaries import recover, remove, tag
 
 # imported from here by the other commands and the tests (the publish API in one place)
 __all__ = [

@@ -6,7 +6,7 @@ A publish of ``P/X`` writes ``P/.X.tmp-<tag>`` and moves a previous output aside
 :func:`recover` reads those names back: a previous output moved aside by a process that died
 goes back to ``X`` (or is removed when ``X`` is in place), and temporaries of dead processes
 are removed; those of live processes, or of another host, are left alone. Every publish, and
-every load of a prepared dataset, runs it first (:mod:`data_prep.publish`).
+every load of a prepared dataset, runs it first (:mod:`recsys_seq.core.publish`).
 """
 
 from __future__ import annotations

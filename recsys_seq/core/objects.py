@@ -1,6 +1,6 @@
 """Objects made from a config's ``_target_``, the one way the project does it.
 
-The class is looked up in the fixed tables of :mod:`data_prep.targets` (a name outside them
+The class is looked up in the fixed tables of :mod:`recsys_seq.core.targets` (a name outside them
 is refused before anything is imported), checked to be a subclass of what the option takes,
 and only then called, with the option's other keys, each one a parameter the class declares.
 Values are passed as they are: nothing nested is made into an object.
@@ -13,8 +13,8 @@ import inspect
 from collections.abc import Mapping
 from typing import Any
 
-from data_prep import targets
-from recsys_seq.options import OptionError
+from recsys_seq.core import targets
+from recsys_seq.core.options import OptionError
 
 
 def make(option: str, values: Mapping[str, Any], base: type) -> Any:

@@ -2,7 +2,7 @@
 ``metrics.json``, Hydra's ``.hydra/config.yaml``), claimed for the project before the run
 writes into it.
 
-A run folder cannot be published whole like other outputs (:mod:`data_prep.publish`): it grows
+A run folder cannot be published whole like other outputs (:mod:`recsys_seq.core.publish`): it grows
 while the run lasts and Hydra creates it before the project's code starts. So it is *claimed*:
 :func:`check_run_folder` accepts a folder only when it is new, empty, holds only what Hydra
 writes for a run, or is a marked run folder of the same task (``train``, ``eval``, ...)
@@ -21,9 +21,9 @@ import shutil
 from collections.abc import Iterable
 from pathlib import Path
 
-from data_prep.artifacts import MARKER_FILE, read_marker, register_kind
-from data_prep.refusals import OutputRefused, check_location, output_errors
-from data_prep.temporaries import tag
+from recsys_seq.core.artifacts import MARKER_FILE, read_marker, register_kind
+from recsys_seq.core.refusals import OutputRefused, check_location, output_errors
+from recsys_seq.core.temporaries import tag
 
 RUN = "run"
 METRICS_FILE = "metrics.json"  # a run's results, flat <stage>/<metric> keys

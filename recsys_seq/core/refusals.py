@@ -4,9 +4,9 @@ with other content, the working directory or a folder above it, an input of the 
 folder that holds one; :func:`check_target`), and an output file system that refuses the
 write (full, read-only, no permission; :func:`output_errors`).
 
-Publishing (:mod:`data_prep.publish`) and run folders (:mod:`data_prep.run_folders`) both check
-with these before and while they write; what counts as the project's own output is
-:mod:`data_prep.artifacts`'s.
+Publishing (:mod:`~recsys_seq.core.publish`) and run folders
+(:mod:`~recsys_seq.core.run_folders`) both check with these before and while they write;
+what counts as the project's own output is :mod:`~recsys_seq.core.artifacts`'s.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from data_prep.artifacts import owns_file, owns_folder, read_marker
-from data_prep.errors import UserError
+from recsys_seq.core.artifacts import owns_file, owns_folder, read_marker
+from recsys_seq.core.errors import UserError
 
 # errors of the output's file system that a user fixes (space, permissions, read-only mount)
 _OUTPUT_ERRNOS = {

@@ -2,7 +2,8 @@
 chunk in bounded memory, and the format the prep job reads it with (:data:`FORMAT`).
 
 It is the fixture both jobs read, independent of either, so it sits apart from the jobs
-(:mod:`data_prep.bench_jobs`) and from the harness that times them (:mod:`data_prep.bench`).
+(:mod:`~recsys_seq.bench.prep_jobs`) and from the harness that times them
+(:mod:`~recsys_seq.bench.prep`).
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ the check that both wrote the same tables (:func:`check_same_output`) before a r
 reported. The job: parquet log -> consecutive dedup -> 5-core users and items -> last 200
 events -> ids by frequency -> category and event-type lists -> leave-one-out.
 
-pandas is a bench extra, imported only here. The harness (:mod:`data_prep.bench`) runs each job
-in its own subprocess.
+pandas is a bench extra, imported only here. The harness (:mod:`~recsys_seq.bench.prep`)
+runs each job in its own subprocess.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from data_prep.bench_log import FORMAT
+from recsys_seq.bench.prep_log import FORMAT
 
 JOB = {
     "dedup": "consecutive",

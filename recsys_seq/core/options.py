@@ -24,7 +24,7 @@ import typing
 from collections.abc import Mapping
 from typing import Any, Literal, TypeVar, Union, get_args, get_origin
 
-from data_prep.errors import UserError
+from recsys_seq.core.errors import UserError
 
 Options = TypeVar("Options")
 

@@ -13,7 +13,7 @@ import lightning as L
 from lightning.fabric.utilities.exceptions import MisconfigurationException
 from omegaconf import DictConfig, OmegaConf
 
-from recsys_seq.options import OptionError, checked, option
+from recsys_seq.core.options import OptionError, checked, option
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ to find out what it is. The same holds for the class names of Hydra's logging se
 Commands check the whole composed config, Hydra's own node included, before Hydra starts
 (:func:`command_line_problems`): Hydra instantiates its launcher, sweeper and callbacks itself,
 before any of the project's code runs. What the project makes from the other options it looks
-up again at the point of use (:mod:`recsys_seq.targets`).
+up again at the point of use (:mod:`recsys_seq.core.objects`).
 
 Lightning callbacks from an installed package are named by an entry point of the group
 ``recsys_seq.callbacks`` (its value, ``package.module:Class``, is the ``_target_`` to write)::

@@ -28,14 +28,14 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.errors import HydraException, MissingConfigException
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from data_prep.run_folders import METRICS_FILE
 from recsys_seq import configs
 from recsys_seq.checkpoint import CheckpointError, check_same_items, open_checkpoint
+from recsys_seq.core.options import OptionError, checked
+from recsys_seq.core.run_folders import METRICS_FILE
 from recsys_seq.data import SequenceDataModule
 from recsys_seq.data.options import data_options
 from recsys_seq.models import ModelSpec
 from recsys_seq.models.spec import RerankOptions
-from recsys_seq.options import OptionError, checked
 
 RETRIEVER_FOLDER = "retriever"
 # how long a run lasts belongs to the run: the ranker's length is not the retriever's
