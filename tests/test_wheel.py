@@ -17,6 +17,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 import pytest
+import tomllib
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
@@ -96,7 +97,10 @@ def installed(wheel, tmp_path_factory) -> Path:
 
 def test_wheel_ships_every_config_the_demo_log_and_the_licence(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
-    configs = {p.relative_to(ROOT).as_posix() for p in (ROOT / "recsys_seq/conf").rglob("*.yaml")}
+    configs = {
+        "recsys_seq/conf/" + p.relative_to(ROOT / "conf").as_posix()
+        for p in (ROOT / "conf").rglob("*.yaml")
+    }
     assert len(configs) > 40  # the tree's configs were found at all
     assert configs - names == set(), "configs missing from the wheel"
     assert "data_prep/bundled/clicks.csv.gz" in names
@@ -104,6 +108,20 @@ def test_wheel_ships_every_config_the_demo_log_and_the_licence(wheel):
     assert f"{info}/licenses/LICENSE" in names
     metadata = zipfile.ZipFile(wheel).read(f"{info}/METADATA").decode()
     assert "License-Expression: Apache-2.0" in metadata
+
+
+def test_every_package_folder_is_listed_for_the_wheel():
+    """pyproject lists the packages by hand (conf/ is mapped to recsys_seq.conf): a new
+    package folder must be added there, or the wheel ships without it."""
+    listed = set(
+        tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    )
+    found = {
+        ".".join(p.parent.relative_to(ROOT).parts)
+        for package in ("recsys_seq", "data_prep")
+        for p in (ROOT / package).rglob("__init__.py")
+    }
+    assert found | {"recsys_seq.conf"} == listed
 
 
 def test_every_console_script_points_at_a_shipped_module(wheel):

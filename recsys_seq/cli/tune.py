@@ -16,13 +16,13 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from recsys_seq import configs
+from recsys_seq.core.conf import CONF_SEARCH_PATH
 from recsys_seq.core.errors import UserError, exit_on_user_error, run_command
 
 INTERRUPTED_EXIT_CODE = 130  # the shell's code for a command stopped by Ctrl-C
 
 
-@hydra.main(version_base="1.3", config_path=configs.CONF_SEARCH_PATH, config_name="tune")
+@hydra.main(version_base="1.3", config_path=CONF_SEARCH_PATH, config_name="tune")
 @exit_on_user_error("recsys-tune")
 def _main(cfg: DictConfig) -> float | None:
     try:
