@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from pathlib import Path
+from typing import Any
 
 import lightning as L
 import numpy as np
@@ -32,96 +33,37 @@ class SequenceDataModule(L.LightningDataModule):
 
     Args:
         path: prepared dataset folder (``recsys-prep`` output); read only, never written.
-        source: with no ``path``: ``demo`` (the bundled log) or a shared dataset name,
-            prepared on first use into ``cache_dir/<source>`` (:func:`prepare_source`).
-        cache_dir: where sources are prepared.
-        max_len: longest input window; older events are dropped.
-        train_windows: ``all`` trains on a user's whole training history, cut into
-            consecutive windows of ``max_len`` targets; ``last`` on its last window only (the
-            original SASRec), which leaves most events of long histories unused; ``prefixes``
-            on every cut of the training history, one window ending at each target (the
-            S3-Rec line's samples: training sees the evaluation's shape); ``holdout`` on the
-            ``train_holdout`` held-out events only, one window (and target) each.
-        train_holdout: hold out each user's last n training events from ``all``/``last``
-            training (a two-stage run's retriever), for a model that trains on them
-            (``holdout``: its ranker).
-        batch_size: sequences per training batch (unless ``max_tokens`` is set).
-        max_tokens: token budget per training batch (``longest x batch size``).
-        eval_batch_size: sequences per validation/test batch.
-        boundaries: bucket upper bounds; ``suggested`` for recsys-prep's suggestion; None
-            for the sampler's geometric buckets (see :meth:`bucket_boundaries`).
-        pad_to_multiple_of: round padded lengths up (e.g. 8 on GPUs).
-        num_workers, pin_memory, persistent_workers: DataLoader options.
-        seed: shuffle seed (combined with the epoch).
-        sampled_negatives: also evaluate against this many fixed sampled negatives per user
-            (reported as ``<stage>/sampled<n>/...``); 0 for all-item ranking only.
-        negatives_from: ``uniform`` or ``popularity`` negative sampling.
-        negatives_seed: seed of the fixed negatives (kept apart from ``seed`` so that
-            every model and training seed faces the same candidates).
-        eval_users: validate and test on this many users drawn once (the same for every
-            model and seed) instead of all; for models too slow to rank every item for every
-            user. None evaluates everyone.
-        eval_users_seed: seed of that draw.
+        **options: any other :class:`~recsys_seq.data.options.DataOptions` field
+            (``max_len=30``, ``boundaries="suggested"``), which documents each; the rest keep
+            its defaults, so every default has that one owner.
     """
 
-    def __init__(
-        self,
-        path: str | Path | None = None,
-        max_len: int = 50,
-        train_windows: str = "all",
-        train_holdout: int = 0,
-        batch_size: int = 128,
-        max_tokens: int | None = None,
-        eval_batch_size: int = 256,
-        boundaries: list[int] | str | None = None,
-        pad_to_multiple_of: int | None = None,
-        num_workers: int = 0,
-        pin_memory: bool = False,
-        persistent_workers: bool = False,
-        seed: int = 0,
-        sampled_negatives: int = 0,
-        negatives_from: str = "uniform",
-        negatives_seed: int = 0,
-        eval_users: int | None = None,
-        eval_users_seed: int = 0,
-        source: str | None = None,
-        cache_dir: str | Path = "data/prepared",
-    ) -> None:
+    def __init__(self, path: str | Path | None = None, **options: Any) -> None:
         super().__init__()
-        if path is None and source is None:
+        self.options = DataOptions(path=None if path is None else str(path), **options)
+        if path is None and self.options.source is None:
             raise ValueError("give a prepared dataset path or a source to prepare")
+        source = self.options.source
         self.source = None if path is not None else check_source(source)
-        self.path = Path(os.path.abspath(path if path is not None else Path(cache_dir) / source))
-        self.max_len = max_len
-        self.train_windows = train_windows
-        self.train_holdout = train_holdout
-        self.batch_size = batch_size
-        self.max_tokens = max_tokens
-        self.eval_batch_size = eval_batch_size
-        self.boundaries = boundaries
-        self.collate = PaddedBatchCollator(pad_to_multiple_of)
-        self.loader_options = dict(
-            num_workers=num_workers,
-            pin_memory=pin_memory,
-            persistent_workers=persistent_workers and num_workers > 0,
+        self.path = Path(
+            os.path.abspath(path if path is not None else Path(self.options.cache_dir) / source)
         )
-        self.seed = seed
-        self.negatives = dict(
-            sampled_negatives=sampled_negatives,
-            negatives_from=negatives_from,
-            negatives_seed=negatives_seed,
-        )
-        self.evaluation = dict(eval_users=eval_users, eval_users_seed=eval_users_seed)
+        self.collate = PaddedBatchCollator(self.options.pad_to_multiple_of)
         self.serve_stage = Stage.SERVE
         self.served_users: np.ndarray | None = None
-        self.options: DataOptions | None = None
         self._data: PreparedSequences | None = None
 
     @classmethod
     def from_options(cls, options: DataOptions) -> SequenceDataModule:
-        datamodule = cls(**as_plain(options))
-        datamodule.options = options
-        return datamodule
+        return cls(**as_plain(options))
+
+    @property
+    def max_len(self) -> int:
+        return self.options.max_len
+
+    @property
+    def train_windows(self) -> str:
+        return self.options.train_windows
 
     def prepare_data(self) -> None:
         """Prepare the ``source`` dataset (kept when already prepared); a given path is only
@@ -144,7 +86,7 @@ class SequenceDataModule(L.LightningDataModule):
     @property
     def sampled_negatives(self) -> int:
         """Fixed negatives per user in evaluation batches (0: all-item ranking only)."""
-        return self.negatives["sampled_negatives"]
+        return self.options.sampled_negatives
 
     @property
     def meta(self) -> dict:
@@ -154,8 +96,7 @@ class SequenceDataModule(L.LightningDataModule):
         """What a model built for this data needs to know (see :class:`DataFacts`); the
         record names the folder actually read, as an absolute path, so a checkpoint never
         asks for a dataset to be prepared."""
-        options = self.options or DataOptions(path=str(self.path))
-        record = as_plain(dataclasses.replace(options, path=str(self.path), source=None))
+        record = as_plain(dataclasses.replace(self.options, path=str(self.path), source=None))
         return DataFacts(self.data.item_counts, self.sampled_negatives, record, self.data.catalogue)
 
     def bucket_boundaries(self) -> list[int] | None:
@@ -163,8 +104,9 @@ class SequenceDataModule(L.LightningDataModule):
         padding to bucket edges (meta.json), cut at ``max_len``; or None, the sampler's own
         fine geometric buckets, which pad least when batches are padded to their own longest
         window (demo: 98.6% real tokens against 95.0% with prep's five)."""
-        if self.boundaries != "suggested":
-            return list(self.boundaries) if self.boundaries else None
+        boundaries = self.options.boundaries
+        if boundaries != "suggested":
+            return list(boundaries) if boundaries else None
         suggested = self.meta.get(schema.META_BUCKETS) or []
         return [b for b in suggested if b < self.max_len] + [self.max_len]
 
@@ -175,14 +117,18 @@ class SequenceDataModule(L.LightningDataModule):
         self.served_users = users
 
     def dataset(self, stage: Stage | str) -> WindowDataset:
+        o = self.options
         return WindowDataset(
             self.data,
             stage,
-            self.max_len,
-            train_windows=self.train_windows,
-            train_holdout=self.train_holdout,
-            **self.negatives,
-            **self.evaluation,
+            o.max_len,
+            train_windows=o.train_windows,
+            train_holdout=o.train_holdout,
+            sampled_negatives=o.sampled_negatives,
+            negatives_from=o.negatives_from,
+            negatives_seed=o.negatives_seed,
+            eval_users=o.eval_users,
+            eval_users_seed=o.eval_users_seed,
         )
 
     def dataloader(
@@ -204,17 +150,23 @@ class SequenceDataModule(L.LightningDataModule):
         training = stage is Stage.TRAIN
         sampler = BucketBatchSampler(
             dataset.lengths,
-            batch_size=self.batch_size if training else self.eval_batch_size,
-            max_tokens=self.max_tokens if training else None,
+            batch_size=self.options.batch_size if training else self.options.eval_batch_size,
+            max_tokens=self.options.max_tokens if training else None,
             boundaries=self.bucket_boundaries(),
             shuffle=training,
-            seed=self.seed,
+            seed=self.options.seed,
             num_replicas=num_replicas,
             rank=rank or 0,
             allow_repeats=training,
         )
+        o = self.options
         return DataLoader(
-            dataset, batch_sampler=sampler, collate_fn=self.collate, **self.loader_options
+            dataset,
+            batch_sampler=sampler,
+            collate_fn=self.collate,
+            num_workers=o.num_workers,
+            pin_memory=o.pin_memory,
+            persistent_workers=o.persistent_workers and o.num_workers > 0,
         )
 
     def train_dataloader(self) -> DataLoader:

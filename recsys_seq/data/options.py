@@ -9,15 +9,51 @@ from typing import Any, Literal
 from recsys_seq.core.options import OptionError, checked, option
 from recsys_seq.data.negatives import Distribution
 
+DEFAULT_MAX_LEN = 50  # the window of the published sequential-recommendation figures
+
 
 @dataclass(frozen=True)
 class DataOptions:
-    """See :class:`~recsys_seq.data.SequenceDataModule` for what each option does."""
+    """The data options (``conf/data``), each default written once, here.
+
+    Attributes:
+        path: prepared dataset folder (``recsys-prep`` output); read only, never written.
+        source: with no ``path``: ``demo`` (the bundled log) or a shared dataset name,
+            prepared on first use into ``cache_dir/<source>`` (:func:`prepare_source`).
+        cache_dir: where sources are prepared.
+        max_len: longest input window; older events are dropped.
+        train_windows: ``all`` trains on a user's whole training history, cut into
+            consecutive windows of ``max_len`` targets; ``last`` on its last window only (the
+            original SASRec), which leaves most events of long histories unused; ``prefixes``
+            on every cut of the training history, one window ending at each target (the
+            S3-Rec line's samples: training sees the evaluation's shape); ``holdout`` on the
+            ``train_holdout`` held-out events only, one window (and target) each.
+        train_holdout: hold out each user's last n training events from ``all``/``last``
+            training (a two-stage run's retriever), for a model that trains on them
+            (``holdout``: its ranker).
+        batch_size: sequences per training batch (unless ``max_tokens`` is set).
+        max_tokens: token budget per training batch (``longest x batch size``).
+        eval_batch_size: sequences per validation/test batch.
+        boundaries: bucket upper bounds; ``suggested`` for recsys-prep's suggestion; None
+            for the sampler's geometric buckets (see :meth:`bucket_boundaries`).
+        pad_to_multiple_of: round padded lengths up (e.g. 8 on GPUs).
+        num_workers, pin_memory, persistent_workers: DataLoader options.
+        seed: shuffle seed (combined with the epoch).
+        sampled_negatives: also evaluate against this many fixed sampled negatives per user
+            (reported as ``<stage>/sampled<n>/...``); 0 for all-item ranking only.
+        negatives_from: ``uniform`` or ``popularity`` negative sampling.
+        negatives_seed: seed of the fixed negatives (kept apart from ``seed`` so that
+            every model and training seed faces the same candidates).
+        eval_users: validate and test on this many users drawn once (the same for every
+            model and seed) instead of all; for models too slow to rank every item for every
+            user. None evaluates everyone.
+        eval_users_seed: seed of that draw.
+    """
 
     path: str | None = None  # a prepared dataset folder; None: prepare ``source`` into cache
     source: str | None = None  # demo, or a shared dataset name (data=s3rec_beauty, ...)
     cache_dir: str = "data/prepared"  # where ``source`` is prepared, as <cache_dir>/<source>
-    max_len: int = option(50, min=1)
+    max_len: int = option(DEFAULT_MAX_LEN, min=1)
     train_windows: Literal["all", "last", "prefixes", "holdout"] = "all"
     train_holdout: int = option(0, min=0)  # the last n training events of each user held out
     batch_size: int = option(128, min=1)

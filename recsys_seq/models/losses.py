@@ -26,7 +26,7 @@ to the cut.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar, Literal
+from typing import ClassVar, Literal, Protocol
 
 import numpy as np
 import torch
@@ -39,6 +39,19 @@ from recsys_seq.data.negatives import DISTRIBUTIONS, Distribution
 from recsys_seq.models.chunked_ce import chunked_cross_entropy
 from recsys_seq.models.components import Components
 from recsys_seq.models.scorers import with_pad_at_minimum
+
+
+class Loss(Protocol):
+    """What the task needs of a loss: one scalar from the encoder's states and the batch.
+
+    ``states (B, T, D)`` are the network's (``model.encode``); the batch holds ``targets
+    (B, T)`` (the next item at each position, :data:`IGNORE_INDEX` at PAD, which must add
+    nothing to the loss or its gradient), ``mask (B, T)`` and ``lengths (B,)``; ``model`` gives
+    the item table and the scorer, so the loss scores exactly what evaluation ranks.
+    """
+
+    def __call__(self, states: torch.Tensor, batch: dict, model: nn.Module) -> torch.Tensor: ...
+
 
 LOSSES = Components("loss")
 

@@ -8,6 +8,8 @@ import torch
 from torch import nn
 
 from recsys_seq.models.embedder import ItemEmbedder
+from recsys_seq.models.encoders import SequenceEncoder
+from recsys_seq.models.scorers import Scorer
 
 
 class NextItemModel(nn.Module):
@@ -22,7 +24,7 @@ class NextItemModel(nn.Module):
         scorer: states -> logits (:mod:`recsys_seq.models.scorers`).
     """
 
-    def __init__(self, embedder: ItemEmbedder, encoder: nn.Module, scorer: nn.Module) -> None:
+    def __init__(self, embedder: ItemEmbedder, encoder: SequenceEncoder, scorer: Scorer) -> None:
         super().__init__()
         self.embedder = embedder
         self.encoder = encoder

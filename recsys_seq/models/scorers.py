@@ -14,7 +14,7 @@ stored once and shared (tied) between input and output.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 import torch
 from torch import nn
@@ -24,6 +24,28 @@ from recsys_seq.models.components import Components
 from recsys_seq.models.target_attention import TargetAttention, mlp
 
 SCORERS = Components("scorer")
+
+
+class Scorer(Protocol):
+    """What the network needs of a scorer (the two questions above)."""
+
+    def score(
+        self,
+        states: torch.Tensor,
+        visible: torch.Tensor,
+        candidates: torch.Tensor,
+        items: nn.Embedding,
+    ) -> torch.Tensor:
+        """``states (B, T, D)``, ``visible (B, C or 1, T)`` bool, ``candidates (B, C)`` item
+        indices -> ``(B, C)`` logits."""
+        ...
+
+    def score_all(
+        self, states: torch.Tensor, mask: torch.Tensor, lengths: torch.Tensor, items: nn.Embedding
+    ) -> torch.Tensor:
+        """``states (B, T, D)``, ``mask (B, T)`` bool True for a real event, ``lengths (B,)``
+        -> ``(B, N + 1)`` logits of every item after the whole window, PAD at the minimum."""
+        ...
 
 
 def with_pad_at_minimum(logits: torch.Tensor) -> torch.Tensor:

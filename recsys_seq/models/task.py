@@ -11,6 +11,7 @@ from torchmetrics import MaxMetric
 
 from recsys_seq.core.options import OptionError
 from recsys_seq.data.facts import DataFacts
+from recsys_seq.models.losses import Loss
 from recsys_seq.models.network import NextItemModel
 from recsys_seq.models.ranking import RankingModule, rankable_scores
 from recsys_seq.models.spec import (
@@ -41,9 +42,7 @@ class NextItemTask(RankingModule):
 
     rerank: RerankSpec | None = None  # a two-stage model's retriever (TwoStageTask)
 
-    def __init__(
-        self, spec: ModelSpec, model: NextItemModel, loss: nn.Module, facts: DataFacts
-    ) -> None:
+    def __init__(self, spec: ModelSpec, model: NextItemModel, loss: Loss, facts: DataFacts) -> None:
         super().__init__(
             spec.evaluated_ks,
             spec.exclude_history,

@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from recsys_seq.core.options import OptionError, option
+from recsys_seq.data.options import DEFAULT_MAX_LEN
 from recsys_seq.models.encoders import ENCODERS
 
 
@@ -25,7 +26,7 @@ class SelfAttentionOptions:
     """``model.encoder`` for :class:`SelfAttentionEncoder`."""
 
     name: Literal["self_attention"] = "self_attention"
-    max_len: int = option(50, min=1)
+    max_len: int = option(DEFAULT_MAX_LEN, min=1)  # the data's window: ${data.max_len}
     num_layers: int = option(2, min=1)
     num_heads: int = option(2, min=1)
     ffn_multiplier: int = option(4, min=1)
@@ -123,15 +124,15 @@ class SelfAttentionEncoder(nn.Module):
 
     def __init__(
         self,
-        d_model: int = 64,
-        max_len: int = 50,
-        num_layers: int = 2,
-        num_heads: int = 2,
-        ffn_multiplier: int = 4,
-        dropout: float = 0.5,
-        positions: str = "from_start",
-        norm: str = "pre",
-    ) -> None:
+        d_model: int,
+        max_len: int,
+        num_layers: int,
+        num_heads: int,
+        ffn_multiplier: int,
+        dropout: float,
+        positions: str,
+        norm: str,
+    ) -> None:  # built from SelfAttentionOptions, the one owner of the defaults
         super().__init__()
         if positions not in ("from_end", "from_start"):
             raise ValueError(f"positions must be from_end or from_start, got {positions!r}")
