@@ -8,7 +8,7 @@ VENV ?= .venv
 TORCH ?= torch==2.13.0
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test lint
+.PHONY: setup demo test test-quick lint
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,10 @@ demo: setup
 # the suite includes tests/test_wheel.py: build the wheel, install it into a fresh venv, run it
 test: setup
 	RECSYS_SEQ_TORCH='$(TORCH)' $(BIN)/python -m pytest
+
+# the tests not marked slow (no end-to-end runs): a developer's loop, a few minutes
+test-quick: setup
+	$(BIN)/python -m pytest -m "not slow" -q
 
 lint: setup
 	$(BIN)/ruff check recsys_seq data_prep tests

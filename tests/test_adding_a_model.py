@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 
 from recsys_seq.checkpoint import CheckpointError, load
-from tests.test_train import demo_dir  # noqa: F401  (a fixture)
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = REPO / ".venv" / "bin"
@@ -103,7 +102,7 @@ def run(args: list[str], cwd: Path, pythonpath: str) -> subprocess.CompletedProc
 
 
 @pytest.mark.slow  # starts the training command, then a second interpreter to load its model
-def test_an_encoder_plugin_trains_through_the_cli_and_its_checkpoint_loads(tmp_path, demo_dir):  # noqa: F811
+def test_an_encoder_plugin_trains_through_the_cli_and_its_checkpoint_loads(tmp_path, demo_dir):
     package, conf = write_plugin(tmp_path)
     run_dir = tmp_path / "run"
     run(
@@ -150,7 +149,7 @@ def test_an_encoder_plugin_trains_through_the_cli_and_its_checkpoint_loads(tmp_p
 
 
 @pytest.mark.slow
-def test_a_broken_plugin_is_named_not_a_traceback(tmp_path, demo_dir):  # noqa: F811
+def test_a_broken_plugin_is_named_not_a_traceback(tmp_path, demo_dir):
     info = tmp_path / "plugin" / "broken-0.dist-info"
     info.mkdir(parents=True)
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: broken\nVersion: 0\n")

@@ -14,14 +14,14 @@ from data_prep import schema
 from recsys_seq.checkpoint import CheckpointError
 from recsys_seq.core.errors import UserError
 from recsys_seq.workflows.recommend import recommend
-from tests.test_train import compose_config, demo_dir, short_checkpoint  # noqa: F401 (fixture)
+from tests.helpers import compose_config, short_checkpoint
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 README_CKPT = "outputs/train/runs/<run>/checkpoints/best.ckpt"
 
 
 @pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory, demo_dir) -> Path:  # noqa: F811
+def checkpoint(tmp_path_factory, demo_dir) -> Path:
     return short_checkpoint(tmp_path_factory.mktemp("run"), demo_dir)
 
 
@@ -53,7 +53,7 @@ def test_the_readme_example_runs(checkpoint, capsys):
     assert capsys.readouterr().out.strip()  # it shows its results
 
 
-def test_agrees_with_recsys_recommend_for_the_datasets_users(tmp_path, checkpoint, demo_dir):  # noqa: F811
+def test_agrees_with_recsys_recommend_for_the_datasets_users(tmp_path, checkpoint, demo_dir):
     cfg = compose_config(
         "recommend", tmp_path, [f"ckpt_path={checkpoint}", "k=10", f"output={tmp_path / 'r.csv'}"]
     )
@@ -69,18 +69,22 @@ def test_agrees_with_recsys_recommend_for_the_datasets_users(tmp_path, checkpoin
     assert set(got["source"]) == {"model"} and got["unknown_items"].sum() == 0
 
 
-def test_one_history_is_the_batch_of_one(model, demo_dir):  # noqa: F811
+def test_one_history_is_the_batch_of_one(model, demo_dir):
     history = histories(demo_dir, 3)[2]
     one = model.recommend(history, k=7)
     batch = model.recommend_batch([history], k=7)
     assert one.items == batch["item_id"].to_list() and len(one.items) == 7
     assert one.scores == batch["score"].to_list() and one.source == "model" and not one.unknown
-    assert not set(one.items) & set(history)  # the history is excluded by default
+    # the demo log repeats items, so its models rank the history by default (as trained)
+    assert not model.task.exclude_history
+    assert one.items == model.recommend(history, k=7, exclude_history=False).items
+    excluded = model.recommend(history, k=7, exclude_history=True)
+    assert not set(excluded.items) & set(history)
     kept = model.recommend(history, k=200, exclude_history=False)
     assert set(kept.items) & set(history)
 
 
-def test_ids_follow_the_id_policy(model, demo_dir):  # noqa: F811
+def test_ids_follow_the_id_policy(model, demo_dir):
     history = histories(demo_dir, 1)[0]
     spelled = [f" 00{i} " if n % 2 else f"{i}.0" for n, i in enumerate(history)]
     assert model.recommend(spelled).items == model.recommend(history).items
@@ -88,7 +92,7 @@ def test_ids_follow_the_id_policy(model, demo_dir):  # noqa: F811
     assert model.recommend(floats).items == model.recommend(history).items
 
 
-def test_unknown_items_are_dropped_and_counted(model, demo_dir):  # noqa: F811
+def test_unknown_items_are_dropped_and_counted(model, demo_dir):
     history = histories(demo_dir, 1)[0]
     noisy = ["no-such-item", *history, "x"]
     got = model.recommend(noisy)
@@ -138,7 +142,7 @@ def test_wrong_uses_get_a_clear_error(model, call, message):
         call(model)
 
 
-def test_serves_from_any_folder_without_the_prepared_data(tmp_path, demo_dir, monkeypatch):  # noqa: F811
+def test_serves_from_any_folder_without_the_prepared_data(tmp_path, demo_dir, monkeypatch):
     data = tmp_path / "data"
     shutil.copytree(demo_dir, data)
     ckpt = short_checkpoint(tmp_path / "run", data)
@@ -186,7 +190,7 @@ def test_a_tampered_catalogue_is_refused(tmp_path, checkpoint, change, message):
         recsys_seq.load(_tampered(tmp_path, checkpoint, change))
 
 
-def test_category_values_beyond_the_models_vocabulary_are_refused(tmp_path, demo_dir):  # noqa: F811
+def test_category_values_beyond_the_models_vocabulary_are_refused(tmp_path, demo_dir):
     ckpt = short_checkpoint(tmp_path / "run", demo_dir, "model.side_features=[category]")
     model = recsys_seq.load(ckpt)
     assert model.recommend(histories(demo_dir, 1)[0]).source == "model"
@@ -204,13 +208,13 @@ def test_a_checkpoint_without_a_catalogue_is_refused_by_the_api(tmp_path, checkp
         recsys_seq.load(ckpt)
 
 
-def test_a_model_of_per_event_features_says_what_it_needs(tmp_path, demo_dir):  # noqa: F811
+def test_a_model_of_per_event_features_says_what_it_needs(tmp_path, demo_dir):
     ckpt = short_checkpoint(tmp_path / "run", demo_dir, "model.side_features=[event]")
     with pytest.raises(UserError, match=r"per-event side features \(event\).*recsys-recommend"):
         recsys_seq.load(ckpt).recommend(histories(demo_dir, 1)[0])
 
 
-def test_recsys_eval_works_from_another_folder(tmp_path, demo_dir, monkeypatch):  # noqa: F811
+def test_recsys_eval_works_from_another_folder(tmp_path, demo_dir, monkeypatch):
     """A run given a relative data.path records it absolute: the checkpoint works anywhere."""
     from recsys_seq.workflows.evaluate import evaluate
 

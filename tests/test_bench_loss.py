@@ -11,6 +11,8 @@ from recsys_seq.cli.bench import run_task
 from recsys_seq.configs import CONF_DIR
 from recsys_seq.core.errors import UserError
 
+pytestmark = pytest.mark.slow  # end-to-end runs and real commands: not in make test-quick
+
 
 def test_a_tiny_run_measures_each_configuration_and_writes_the_rows(tmp_path, capsys):
     output = tmp_path / "loss.json"

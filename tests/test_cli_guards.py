@@ -10,7 +10,7 @@ import pytest
 from data_prep.demo import prepare_demo
 from recsys_seq.cli.bench import TASKS
 from recsys_seq.cli.report import Run, _distinct_dataset_names
-from tests.test_cli_hostile import FAST as SHORT
+from tests.helpers import FAST as SHORT
 
 BIN = Path(sys.executable).parent
 

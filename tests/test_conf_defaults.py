@@ -17,7 +17,7 @@ from recsys_seq.models.spec import OptimizerOptions
 from recsys_seq.workflows.evaluate import EvalOptions
 from recsys_seq.workflows.export import ExportOptions
 from recsys_seq.workflows.recommend import RecommendOptions
-from tests.test_train import compose_config
+from tests.helpers import compose_config
 
 # interpolated from other sections, or set per run
 NOT_DEFAULTS = {"path", "source", "cache_dir", "seed", "name", "num_items", "item_fingerprint"}

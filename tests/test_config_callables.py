@@ -31,8 +31,7 @@ from recsys_seq.core.objects import find_class, make
 from recsys_seq.core.options import OptionError
 from recsys_seq.tune.tuner import make_sampler
 from recsys_seq.workflows import runs
-from tests.support import KillAtStep, callback_plugin
-from tests.test_cli_hostile import error_problems, run_cli
+from tests.helpers import KillAtStep, callback_plugin, error_problems, run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
@@ -232,8 +231,8 @@ def test_hydras_pickled_rerun_is_refused(tmp_path):
 
 def test_an_installed_packages_callback_is_named_by_its_entry_point(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(callback_plugin(tmp_path, KillAtStep)))
-    assert find_class("callbacks.kill", "tests.support.KillAtStep", Callback) is KillAtStep
-    assert "tests.support.KillAtStep" in targets.allowed(("callbacks", "*"))
+    assert find_class("callbacks.kill", "tests.helpers.KillAtStep", Callback) is KillAtStep
+    assert "tests.helpers.KillAtStep" in targets.allowed(("callbacks", "*"))
 
 
 # ------------------------------------------------------------------ the real command lines

@@ -22,6 +22,8 @@ from recsys_seq.callbacks import NetworkSummary
 from recsys_seq.core.tables import Column, markdown, print_table
 from recsys_seq.models import build_model, model_spec
 
+pytestmark = pytest.mark.slow  # end-to-end runs and real commands: not in make test-quick
+
 BIN = Path(sys.executable).parent
 WIDE = "5,000,000,000 events in a cell far wider than any narrow console would show"
 

@@ -15,8 +15,7 @@ from recsys_seq.models.losses import CandidateBCELoss
 from recsys_seq.models.scorers import TargetAttentionScorer
 from recsys_seq.models.target_attention import TargetAttention
 from recsys_seq.workflows.train import train
-from tests.helpers import random_histories, sequences
-from tests.test_train import demo_dir, train_config  # noqa: F401  (demo_dir is a fixture)
+from tests.helpers import random_histories, sequences, train_config
 
 NUM_ITEMS = 30
 
@@ -175,7 +174,7 @@ def test_auc_and_gauc_equal_brute_force_and_merge_exactly():
     assert torch.equal(merged["auc"], result["auc"]) and torch.equal(merged["gauc"], result["gauc"])
 
 
-def test_fast_dev_run_through_the_real_config(tmp_path, demo_dir):  # noqa: F811
+def test_fast_dev_run_through_the_real_config(tmp_path, demo_dir):
     cfg = train_config(
         tmp_path,
         demo_dir,

@@ -12,19 +12,16 @@ import pytest
 from recsys_seq.workflows.evaluate import evaluate
 from recsys_seq.workflows.recommend import recommend
 from recsys_seq.workflows.train import train
-from tests.test_train import (  # noqa: F401 (fixture)
-    compose_config,
-    demo_dir,
-    short_checkpoint,
-    train_config,
-)
+from tests.helpers import compose_config, short_checkpoint, train_config
+
+pytestmark = pytest.mark.slow  # end-to-end runs and real commands: not in make test-quick
 
 DDP_SPAWN = ["trainer=ddp_cpu", "trainer.devices=2", "trainer.strategy=ddp_spawn"]
 SHORT = ["trainer.max_epochs=1", "trainer.limit_train_batches=4", "callbacks.early_stopping=null"]
 
 
 @pytest.mark.slow
-def test_two_processes_train_and_match_one_process_evaluation(tmp_path, demo_dir):  # noqa: F811
+def test_two_processes_train_and_match_one_process_evaluation(tmp_path, demo_dir):
     run_dir = tmp_path / "ddp"
     metrics, objects = train(train_config(run_dir, demo_dir, *DDP_SPAWN, *SHORT))
     assert objects["trainer"].world_size == 2
@@ -45,7 +42,7 @@ def test_two_processes_train_and_match_one_process_evaluation(tmp_path, demo_dir
 
 
 @pytest.mark.slow
-def test_command_line_ddp_writes_one_run_folder(tmp_path, demo_dir):  # noqa: F811
+def test_command_line_ddp_writes_one_run_folder(tmp_path, demo_dir):
     """`trainer=ddp_cpu` re-launches the script per rank: children must reuse the parent's
     run folder, and rank zero's extra work (baselines) must not wait on the other rank."""
     root = Path(__file__).resolve().parents[1]
@@ -75,7 +72,7 @@ def test_command_line_ddp_writes_one_run_folder(tmp_path, demo_dir):  # noqa: F8
 
 
 @pytest.mark.slow
-def test_two_processes_recommend_exactly_what_one_does(tmp_path, demo_dir):  # noqa: F811
+def test_two_processes_recommend_exactly_what_one_does(tmp_path, demo_dir):
     """Trainer.predict shards the users over the ranks; the parts join into the same table."""
     checkpoint = short_checkpoint(tmp_path / "run", demo_dir)
     frames = {}

@@ -13,8 +13,7 @@ from data_prep.demo import demo_config
 from data_prep.prep import prepare
 from recsys_seq import configs
 from recsys_seq.core.options import OptionError
-from tests.helpers import sequences
-from tests.test_train import short_checkpoint
+from tests.helpers import sequences, short_checkpoint
 
 
 def repeats_by_hand(histories: list[list[int]]) -> bool:

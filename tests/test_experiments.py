@@ -6,7 +6,9 @@ import pytest
 
 from recsys_seq import configs
 from recsys_seq.workflows.train import train
-from tests.test_train import compose_config
+from tests.helpers import compose_config
+
+pytestmark = pytest.mark.slow  # end-to-end runs and real commands: not in make test-quick
 
 EXPERIMENTS = sorted(p.stem for p in (Path(configs.CONF_DIR) / "experiment").glob("*.yaml"))
 

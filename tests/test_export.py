@@ -10,14 +10,14 @@ from recsys_seq.core.options import OptionError
 from recsys_seq.models import build_model, model_spec
 from recsys_seq.models.encoders.gru import GRUEncoder
 from recsys_seq.workflows.export import NextItemScorer, example_inputs, export, export_program
-from tests.test_train import compose_config, demo_dir, short_checkpoint  # noqa: F401 (fixture)
+from tests.helpers import compose_config, short_checkpoint
 
 # (batch size, sequence length): neither is the (3, 5) the program was traced with
 SHAPES = [(4, 7), (9, 23), (1, 50)]
 
 
 @pytest.fixture(scope="module", params=["sasrec", "gru"])
-def checkpoint(request, tmp_path_factory, demo_dir) -> Path:  # noqa: F811
+def checkpoint(request, tmp_path_factory, demo_dir) -> Path:
     run_dir = tmp_path_factory.mktemp(request.param, numbered=False) / "run"
     return short_checkpoint(run_dir, demo_dir, f"model={request.param}")
 

@@ -6,8 +6,7 @@ from lightning.pytorch.callbacks import Callback
 
 from recsys_seq.core.options import OptionError
 from recsys_seq.workflows.train import train
-from tests.support import callback_plugin
-from tests.test_train import demo_dir, train_config  # noqa: F401 (fixture)
+from tests.helpers import callback_plugin, train_config
 
 FEW_BATCHES = (
     "trainer.max_epochs=2",
@@ -28,7 +27,7 @@ class ProgressBarKeys(Callback):
         ProgressBarKeys.seen.append(set(trainer.progress_bar_metrics))
 
 
-def test_cut_offs_without_the_optimised_one_still_train(tmp_path, demo_dir):  # noqa: F811
+def test_cut_offs_without_the_optimised_one_still_train(tmp_path, demo_dir):
     cfg = train_config(tmp_path, demo_dir, *FEW_BATCHES, "model.ks=[5,20]")
     metrics, objects = train(cfg)
     assert {"val/ndcg@5", "val/ndcg@20", "val/ndcg@10", "val/best_ndcg@10"} <= set(metrics)
@@ -36,7 +35,7 @@ def test_cut_offs_without_the_optimised_one_still_train(tmp_path, demo_dir):  # 
     assert not any(key.endswith("@1") for key in metrics)
 
 
-def test_every_consumer_follows_the_one_key(tmp_path, tmp_path_factory, demo_dir, monkeypatch):  # noqa: F811
+def test_every_consumer_follows_the_one_key(tmp_path, tmp_path_factory, demo_dir, monkeypatch):
     plugin = callback_plugin(tmp_path_factory.mktemp("plugin"), ProgressBarKeys)
     monkeypatch.syspath_prepend(str(plugin))  # ProgressBarKeys, registered as a package's
     cfg = train_config(

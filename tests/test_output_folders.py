@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_cli_hostile import FAST, changes, error_problems, run_cli, snapshot
+from tests.helpers import FAST, changes, error_problems, run_cli, snapshot
+
+pytestmark = pytest.mark.slow  # end-to-end runs and real commands: not in make test-quick
 
 # pyproject's [project.scripts], as installed
 SCRIPTS = {e.name for e in distribution("recsys-seq").entry_points if e.group == "console_scripts"}

@@ -60,6 +60,7 @@ def test_last_position_gathers_the_last_real_state_never_pad():
     assert view["mask"].all() and view["lengths"].tolist() == [1, 1]
 
 
+@pytest.mark.filterwarnings(r"ignore:You are trying to `self.log\(\)`")  # no Trainer here
 @pytest.mark.parametrize("encoder", ["self_attention", "gru"])
 def test_prefix_loss_is_the_mean_of_each_sample_alone(encoder):
     """A sample's loss does not depend on its batch mates or their padding: the batch loss is

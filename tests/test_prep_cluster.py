@@ -30,6 +30,8 @@ from data_prep.progress import quiet
 from data_prep.synthetic import BUNDLED_CLICKS, SyntheticConfig, generate
 from recsys_seq.core.errors import UserError
 
+pytestmark = pytest.mark.slow  # end-to-end runs and real commands: not in make test-quick
+
 TABLES = (schema.SEQUENCES_FILE, schema.ITEMS_FILE, schema.USERS_FILE)
 LOCAL_2 = {"kind": "local", "workers": 2}
 # the per-run keys of meta.json: where it was written and how many parts it ran in
@@ -279,7 +281,7 @@ def test_an_output_inside_the_input_folder_is_refused(tmp_path):
     ],
 )
 def test_wrong_cluster_options_are_refused_before_any_work(tmp_path, value, message):
-    with pytest.raises(PrepError, match=message):
+    with pytest.raises(UserError, match=message):  # an OptionError or, for the kind, a PrepError
         prepare({"input": "missing.csv", "output": str(tmp_path / "o"), "cluster": value})
 
 

@@ -24,6 +24,8 @@ from data_prep import PrepError, cluster, input_tasks, prepare
 from data_prep.synthetic import BUNDLED_CLICKS
 from recsys_seq.core.errors import UserError
 
+pytestmark = pytest.mark.slow  # end-to-end runs and real commands: not in make test-quick
+
 RECSYS_PREP = Path(sys.executable).with_name("recsys-prep")
 ERROR = "recsys-prep: error: "
 
@@ -91,7 +93,7 @@ BAD_OPTIONS = {
 @pytest.mark.parametrize("case", list(BAD_OPTIONS))
 def test_a_bad_cluster_option_is_refused_naming_it_with_an_example(case):
     value, message = BAD_OPTIONS[case]
-    with pytest.raises(PrepError, match="e.g.|must be") as refused:
+    with pytest.raises(UserError, match="e.g.|must be") as refused:
         cluster.resolve_cluster(value)
     assert message in str(refused.value)
 

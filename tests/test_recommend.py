@@ -14,13 +14,13 @@ from recsys_seq.core.publish import OutputRefused
 from recsys_seq.metrics import target_rank
 from recsys_seq.serving import PART, PART_KEY, long_frame, to_frame
 from recsys_seq.workflows.recommend import UnknownUsers, read_user_ids, recommend
-from tests.test_train import compose_config, demo_dir, short_checkpoint  # noqa: F401 (fixture)
+from tests.helpers import compose_config, short_checkpoint
 
 K = 10
 
 
 @pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory, demo_dir) -> Path:  # noqa: F811
+def checkpoint(tmp_path_factory, demo_dir) -> Path:
     run_dir = tmp_path_factory.mktemp("run")
     return short_checkpoint(run_dir, demo_dir)
 
@@ -40,7 +40,7 @@ def item_index(data_dir: Path) -> dict:
 
 
 @pytest.mark.parametrize("exclude", [True, False], ids=["exclude_history", "keep_history"])
-def test_test_stage_top_k_agrees_with_evaluation(tmp_path, checkpoint, demo_dir, exclude):  # noqa: F811
+def test_test_stage_top_k_agrees_with_evaluation(tmp_path, checkpoint, demo_dir, exclude):
     cfg = recommend_config(
         tmp_path,
         checkpoint,
@@ -83,13 +83,15 @@ def test_test_stage_top_k_agrees_with_evaluation(tmp_path, checkpoint, demo_dir,
             break
 
 
-def test_serve_excludes_whole_history_and_maps_ids(tmp_path, checkpoint, demo_dir):  # noqa: F811
+def test_serve_excludes_whole_history_and_maps_ids(tmp_path, checkpoint, demo_dir):
     users = pl.read_parquet(demo_dir / schema.USERS_FILE)
     chosen = users[schema.ORIGINAL_ID].to_list()[5:12]
     ids_file = tmp_path / "ids.csv"
     ids_file.write_text("user_id\n" + "\n".join(str(u) for u in chosen) + "\n")
     output = tmp_path / "out" / "recs.csv"
-    cfg = recommend_config(tmp_path, checkpoint, f"users={ids_file}", f"output={output}")
+    cfg = recommend_config(
+        tmp_path, checkpoint, f"users={ids_file}", f"output={output}", "exclude_history=true"
+    )
     frame, _ = recommend(cfg, show_progress=False)
     assert frame.columns == ["user_id", "rank", "item_id", "score"]
     assert frame["user_id"].unique(maintain_order=True).to_list() == chosen  # file order
@@ -108,7 +110,7 @@ def test_serve_excludes_whole_history_and_maps_ids(tmp_path, checkpoint, demo_di
         assert group.sort("rank")["score"].is_sorted(descending=True)
 
 
-def test_indices_map_back_to_original_ids(demo_dir):  # noqa: F811
+def test_indices_map_back_to_original_ids(demo_dir):
     users = pl.read_parquet(demo_dir / schema.USERS_FILE).sort(schema.USER)
     items = pl.read_parquet(demo_dir / schema.ITEMS_FILE).sort(schema.ITEM)
     frame = to_frame(
@@ -154,7 +156,7 @@ def test_refuses_another_item_vocabulary(tmp_path, checkpoint):
         recommend(cfg, show_progress=False)
 
 
-def test_users_file_follows_the_id_policy(tmp_path, demo_dir):  # noqa: F811
+def test_users_file_follows_the_id_policy(tmp_path, demo_dir):
     users = pl.read_parquet(demo_dir / schema.USERS_FILE).sort(schema.USER)
     first, second, third = (str(u) for u in users[schema.ORIGINAL_ID].head(3))
     ids_file = tmp_path / "ids.csv"
@@ -200,7 +202,7 @@ def test_stale_parts_are_cleared_and_a_foreign_folder_is_refused(tmp_path, check
 def test_unknown_user_ids_are_skipped_or_given_popular_items(
     tmp_path,
     checkpoint,
-    demo_dir,  # noqa: F811 (fixture)
+    demo_dir,
     policy,
     capsys,
 ):

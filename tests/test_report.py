@@ -10,7 +10,7 @@ from recsys_seq.cli.report import report
 from recsys_seq.report.runs import ReportError
 from recsys_seq.report.table import markdown
 from recsys_seq.workflows.train import train
-from tests.test_train import demo_dir, train_config  # noqa: F401 (fixture)
+from tests.helpers import train_config
 
 pytestmark = pytest.mark.slow  # trains two runs of 2 epochs
 
@@ -18,7 +18,7 @@ SWEEP = {"0": ["model=sasrec"], "1": ["model=gru", "model.embedding_dim=32"]}
 
 
 @pytest.fixture(scope="module")
-def sweep(tmp_path_factory, demo_dir) -> Path:  # noqa: F811
+def sweep(tmp_path_factory, demo_dir) -> Path:
     """A sweep folder like Hydra's: numbered runs with ``.hydra/overrides.yaml``."""
     folder = tmp_path_factory.mktemp("multirun")
     for number, overrides in SWEEP.items():

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import KillAtStep, callback_plugin
-from tests.test_train import demo_dir  # noqa: F401 (fixture)
+from tests.helpers import KillAtStep, callback_plugin
+
+pytestmark = pytest.mark.slow  # end-to-end runs and real commands: not in make test-quick
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -38,12 +39,12 @@ def run_train(run_dir: Path, data_dir: Path, *extra: str) -> subprocess.Complete
 
 
 @pytest.mark.slow
-def test_killed_run_resumes_to_the_same_result(tmp_path, demo_dir):  # noqa: F811
+def test_killed_run_resumes_to_the_same_result(tmp_path, demo_dir):
     whole = run_train(tmp_path / "whole", demo_dir)
     assert whole.returncode == 0, whole.stderr[-2000:]
 
     interrupted = tmp_path / "interrupted"
-    kill = ["+callbacks.kill._target_=tests.support.KillAtStep", "+callbacks.kill.step=8"]
+    kill = ["+callbacks.kill._target_=tests.helpers.KillAtStep", "+callbacks.kill.step=8"]
     killed = run_train(interrupted, demo_dir, *kill)
     assert killed.returncode == -signal.SIGKILL
     assert (interrupted / "checkpoints" / "step.ckpt").is_file()

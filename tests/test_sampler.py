@@ -8,7 +8,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from recsys_seq.data import BucketBatchSampler, SequenceDataModule
-from tests.test_train import demo_dir  # noqa: F401 (fixture)
 
 lengths_st = st.lists(st.integers(1, 300), min_size=1, max_size=400)
 world_st = st.integers(1, 8)
@@ -76,7 +75,7 @@ def test_bucketed_batches_have_near_equal_lengths():
     assert real / slots >= 0.95
 
 
-def test_the_datamodule_takes_prep_suggested_buckets_when_asked(demo_dir):  # noqa: F811
+def test_the_datamodule_takes_prep_suggested_buckets_when_asked(demo_dir):
     suggested = json.loads((demo_dir / "meta.json").read_text())["suggested_buckets"]
     chosen = SequenceDataModule(demo_dir, max_len=30, boundaries="suggested")
     assert chosen.bucket_boundaries() == [b for b in suggested if b < 30] + [30]

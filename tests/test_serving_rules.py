@@ -14,20 +14,22 @@ from data_prep import schema
 from recsys_seq.workflows.evaluate import evaluate
 from recsys_seq.workflows.export import export
 from recsys_seq.workflows.recommend import recommend
-from tests.test_train import compose_config, demo_dir, short_checkpoint  # noqa: F401 (fixture)
+from tests.helpers import compose_config, short_checkpoint
+
+pytestmark = pytest.mark.slow  # end-to-end runs and real commands: not in make test-quick
 
 K = 10
 
 
 @pytest.fixture(scope="module", params=[True, False], ids=["excluded", "included"])
-def trained(request, tmp_path_factory, demo_dir) -> tuple[Path, bool]:  # noqa: F811
+def trained(request, tmp_path_factory, demo_dir) -> tuple[Path, bool]:
     run_dir = tmp_path_factory.mktemp("run") / "run"
     ckpt = short_checkpoint(run_dir, demo_dir, f"model.exclude_history={request.param}")
     return ckpt, request.param
 
 
 @pytest.fixture(scope="module")
-def user(demo_dir) -> tuple[str, list[int]]:  # noqa: F811
+def user(demo_dir) -> tuple[str, list[int]]:
     """A user whose whole history fits one window (serving reads exactly those events):
     its original id and its item indices, oldest first."""
     sequences = pl.read_parquet(demo_dir / schema.SEQUENCES_FILE)
@@ -37,7 +39,7 @@ def user(demo_dir) -> tuple[str, list[int]]:  # noqa: F811
     return str(original), list(row[schema.ITEMS])
 
 
-def original_ids(demo_dir: Path, indices: list[int]) -> list[str]:  # noqa: F811
+def original_ids(demo_dir: Path, indices: list[int]) -> list[str]:
     items = pl.read_parquet(demo_dir / schema.ITEMS_FILE)
     names = dict(
         zip(items[schema.ITEM].to_list(), items[schema.ORIGINAL_ID].to_list(), strict=True)
@@ -45,7 +47,7 @@ def original_ids(demo_dir: Path, indices: list[int]) -> list[str]:  # noqa: F811
     return [str(names[i]) for i in indices]
 
 
-def served_by_each_path(tmp_path, ckpt, demo_dir, user, *override) -> dict[str, list[str]]:  # noqa: F811
+def served_by_each_path(tmp_path, ckpt, demo_dir, user, *override) -> dict[str, list[str]]:
     """The user's top-K item ids from the command, the API and the exported program, each
     with its default rules (or ``override``, e.g. ``exclude_history=false``)."""
     original, history = user
@@ -79,7 +81,7 @@ def served_by_each_path(tmp_path, ckpt, demo_dir, user, *override) -> dict[str, 
     return {"recommend": by_command, "api": by_api, "export": by_program}
 
 
-def test_every_serving_path_follows_the_trained_rule(tmp_path, trained, demo_dir, user):  # noqa: F811
+def test_every_serving_path_follows_the_trained_rule(tmp_path, trained, demo_dir, user):
     ckpt, excluded = trained
     served = served_by_each_path(tmp_path, ckpt, demo_dir, user)
     assert served["recommend"] == served["api"] == served["export"]
@@ -88,7 +90,7 @@ def test_every_serving_path_follows_the_trained_rule(tmp_path, trained, demo_dir
         assert not seen & set(served["api"])
 
 
-def test_an_override_is_for_that_call_only(tmp_path, trained, demo_dir, user):  # noqa: F811
+def test_an_override_is_for_that_call_only(tmp_path, trained, demo_dir, user):
     ckpt, excluded = trained
     other = f"exclude_history={str(not excluded).lower()}"
     overridden = served_by_each_path(tmp_path, ckpt, demo_dir, user, other)

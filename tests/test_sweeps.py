@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_train import demo_dir  # noqa: F401 (fixture)
+pytestmark = pytest.mark.slow  # end-to-end runs and real commands: not in make test-quick
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = [
@@ -40,7 +40,7 @@ def sweep(sweep_dir: Path, data_dir: Path, *overrides: str) -> subprocess.Comple
 
 
 @pytest.mark.slow
-def test_model_sweep_in_parallel_then_report(tmp_path, demo_dir):  # noqa: F811
+def test_model_sweep_in_parallel_then_report(tmp_path, demo_dir):
     done = sweep(tmp_path / "sweep", demo_dir, "hydra/launcher=local_parallel", "model=sasrec,gru")
     assert done.returncode == 0, done.stderr[-3000:]
     runs = sorted(p.parent.name for p in (tmp_path / "sweep").glob("*/metrics.json"))

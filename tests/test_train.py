@@ -5,61 +5,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from hydra import compose, initialize_config_dir
-from hydra.core.hydra_config import HydraConfig
-from omegaconf import open_dict
 
-from data_prep.demo import prepare_demo
-from recsys_seq import configs
 from recsys_seq.checkpoint import VocabularyMismatch
 from recsys_seq.core.options import OptionError
 from recsys_seq.workflows.evaluate import evaluate
 from recsys_seq.workflows.train import train
-
-
-@pytest.fixture(scope="module")
-def demo_dir(tmp_path_factory) -> Path:
-    return prepare_demo(tmp_path_factory.mktemp("data") / "demo")
-
-
-def compose_config(name: str, run_dir: Path, overrides: list[str]):
-    with initialize_config_dir(configs.CONF_DIR, version_base="1.3"):
-        cfg = compose(name, overrides=overrides, return_hydra_config=True)
-    HydraConfig().set_config(cfg)  # resolves ${hydra:...} as in a real run
-    with open_dict(cfg):
-        cfg.paths.output_dir = str(run_dir)
-        del cfg.hydra
-    return cfg
-
-
-def train_config(run_dir: Path, data_dir: Path, *overrides: str):
-    return compose_config(
-        "train",
-        run_dir,
-        [
-            f"data.path={data_dir}",
-            "callbacks.progress_bar=null",
-            "callbacks.model_summary=null",
-            *overrides,
-        ],
-    )
-
-
-def short_checkpoint(run_dir: Path, data_dir: Path, *overrides: str) -> Path:
-    """Best checkpoint of a run of a few batches (for tests that need a trained model)."""
-    cfg = train_config(
-        run_dir,
-        data_dir,
-        "trainer.max_epochs=1",
-        "trainer.limit_train_batches=3",
-        "trainer.limit_val_batches=1",
-        "trainer.limit_test_batches=1",
-        "baselines=false",
-        "logger=[]",
-        *overrides,
-    )
-    metrics, _ = train(cfg)
-    return Path(metrics["checkpoint"])
+from tests.helpers import compose_config, train_config
 
 
 @pytest.mark.parametrize(

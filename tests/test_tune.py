@@ -30,7 +30,8 @@ from recsys_seq.tune.space import (
 )
 from recsys_seq.tune.study import TuneOptions, fail_running, load_study, open_storage, work
 from recsys_seq.tune.tuner import check_space, make_sampler, train_overrides
-from tests.test_train import demo_dir  # noqa: F401 (fixture)
+
+pytestmark = pytest.mark.slow  # end-to-end runs and real commands: not in make test-quick
 
 ROOT = Path(__file__).resolve().parents[1]
 SEARCHES = sorted(p.stem for p in (Path(configs.CONF_DIR) / "search").glob("*.yaml"))
@@ -248,7 +249,7 @@ def trial_states(database: Path) -> list[tuple[int, str, float | None]]:
 
 
 @pytest.mark.slow
-def test_a_killed_study_resumes_and_completes(tmp_path, demo_dir):  # noqa: F811
+def test_a_killed_study_resumes_and_completes(tmp_path, demo_dir):
     sweep = tmp_path / "study"
     command = tune_command(sweep, demo_dir)
     first = subprocess.Popen(command, cwd=tmp_path, env=env(), stdout=subprocess.DEVNULL)
@@ -296,7 +297,7 @@ def test_a_killed_study_resumes_and_completes(tmp_path, demo_dir):  # noqa: F811
 
 
 @pytest.mark.slow
-def test_two_workers_complete_one_study_together(tmp_path, demo_dir):  # noqa: F811
+def test_two_workers_complete_one_study_together(tmp_path, demo_dir):
     sweep = tmp_path / "study"
     command = tune_command(sweep, demo_dir)
     workers = [

@@ -21,13 +21,10 @@ from recsys_seq.workflows.evaluate import evaluate
 from recsys_seq.workflows.export import TwoStageRanker, example_inputs, export
 from recsys_seq.workflows.recommend import recommend
 from recsys_seq.workflows.train import train
+from tests.helpers import compose_config, rerank_run, short_checkpoint
 from tests.test_api import histories
-from tests.test_rerank import rerank_run
-from tests.test_train import (  # noqa: F401 (demo_dir is a fixture)
-    compose_config,
-    demo_dir,
-    short_checkpoint,
-)
+
+pytestmark = pytest.mark.slow  # end-to-end runs and real commands: not in make test-quick
 
 TINY = ["trainer.limit_train_batches=2", "data.batch_size=32", "data.eval_batch_size=256"]
 # (retriever's model, retriever's side features, ranker's side features): each encoder with
@@ -43,7 +40,7 @@ K = 10
 
 
 @pytest.fixture(scope="module", params=COMBINATIONS, ids=lambda c: f"{c[0]}-{c[1]}-{c[2]}")
-def pipeline(request, tmp_path_factory, demo_dir):  # noqa: F811
+def pipeline(request, tmp_path_factory, demo_dir):
     """``(checkpoint, train metrics)`` of a tiny two-stage run over a tiny retriever."""
     encoder, retriever_features, ranker_features = request.param
     root = tmp_path_factory.mktemp(f"{encoder}{len(retriever_features)}{len(ranker_features)}")
@@ -90,7 +87,7 @@ def test_eval_reproduces_the_runs_test_metrics(tmp_path, pipeline):
         assert again[key] == pytest.approx(metrics[key], abs=1e-6), key
 
 
-def test_the_api_serves_what_recsys_recommend_serves(tmp_path, pipeline, demo_dir):  # noqa: F811
+def test_the_api_serves_what_recsys_recommend_serves(tmp_path, pipeline, demo_dir):
     checkpoint, _ = pipeline
     frame = served(tmp_path, checkpoint, f"k={K}")
     users = pl.read_parquet(demo_dir / schema.USERS_FILE).sort(schema.USER).head(USERS)
@@ -108,7 +105,7 @@ def test_the_api_serves_what_recsys_recommend_serves(tmp_path, pipeline, demo_di
     assert empty.is_empty() and empty.schema == got.schema
 
 
-def test_a_users_file_and_users_that_are_all_unknown(tmp_path, pipeline, demo_dir):  # noqa: F811
+def test_a_users_file_and_users_that_are_all_unknown(tmp_path, pipeline, demo_dir):
     checkpoint, _ = pipeline
     known = pl.read_parquet(demo_dir / schema.USERS_FILE)[schema.ORIGINAL_ID].head(3).to_list()
     listed = tmp_path / "users.txt"
@@ -181,7 +178,7 @@ def test_hostile_ids_are_refused_naming_the_value_and_its_place(api, history, sh
         api.recommend_batch([[1], history])
 
 
-def test_ids_are_read_value_by_value(api, demo_dir):  # noqa: F811
+def test_ids_are_read_value_by_value(api, demo_dir):
     history = histories(demo_dir, 1)[0]
     spelled = [
         f" 0{i}" if n % 3 == 0 else float(i) if n % 3 == 1 else np.int64(i)
@@ -193,7 +190,7 @@ def test_ids_are_read_value_by_value(api, demo_dir):  # noqa: F811
 # -- retriever experiments ---------------------------------------------------------------
 
 
-def test_an_unknown_retriever_experiment_is_one_paragraph_and_leaves_nothing(tmp_path, demo_dir):  # noqa: F811
+def test_an_unknown_retriever_experiment_is_one_paragraph_and_leaves_nothing(tmp_path, demo_dir):
     with pytest.raises(OptionError, match="no experiment config of that name.*s3rec_beauty_sasrec"):
         train(rerank_run(tmp_path / "run", demo_dir, "rerank.retriever.experiment=nope"))
     with pytest.raises(OptionError, match="do not compose"):
@@ -226,7 +223,7 @@ def test_an_unknown_retriever_experiment_is_one_paragraph_and_leaves_nothing(tmp
     assert "Traceback" not in done.stderr and not run_dir.exists()
 
 
-def test_a_retriever_experiment_from_the_users_searchpath(tmp_path, demo_dir):  # noqa: F811
+def test_a_retriever_experiment_from_the_users_searchpath(tmp_path, demo_dir):
     conf = tmp_path / "conf" / "experiment"
     conf.mkdir(parents=True)
     (conf / "my_retriever.yaml").write_text(

@@ -119,15 +119,15 @@ class TwoStageRanker(nn.Module):
 
     Args:
         task: a trained :class:`TwoStageTask` (put in eval mode).
-        exclude_history: never return an input item.
+        exclude_history: never return an input item; None: as the task was trained.
     """
 
-    def __init__(self, task: TwoStageTask, exclude_history: bool = False) -> None:
+    def __init__(self, task: TwoStageTask, exclude_history: bool | None = None) -> None:
         super().__init__()
         self.reranker = task.eval().reranker
         self.model = task.retriever  # what sizes the inputs (items, max_len)
         self.num_candidates = task.num_candidates
-        self.exclude_history = exclude_history
+        self.exclude_history = task.exclude_history if exclude_history is None else exclude_history
         self.feature_tables = feature_tables(task)  # the side features either stage reads
         self.feature_names = list(self.feature_tables)
 
