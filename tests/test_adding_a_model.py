@@ -58,7 +58,7 @@ import json, sys
 import torch
 from recsys_seq.checkpoint import load
 from recsys_seq.models import ENCODERS
-from tests.test_encoders import assert_encoder_contract, encoder_with
+from tests.helpers import assert_encoder_contract, encoder_with
 
 task = load(sys.argv[1])
 encoder = task.model.encoder

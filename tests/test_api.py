@@ -14,7 +14,7 @@ from data_prep import schema
 from recsys_seq.checkpoint import CheckpointError
 from recsys_seq.core.errors import UserError
 from recsys_seq.workflows.recommend import recommend
-from tests.helpers import compose_config, short_checkpoint
+from tests.helpers import compose_config, histories, short_checkpoint
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 README_CKPT = "outputs/train/runs/<run>/checkpoints/best.ckpt"
@@ -28,20 +28,6 @@ def checkpoint(tmp_path_factory, demo_dir) -> Path:
 @pytest.fixture(scope="module")
 def model(checkpoint):
     return recsys_seq.load(checkpoint)
-
-
-def histories(data_dir: Path, users: int) -> list[list[int]]:
-    """The whole known histories of the first ``users`` users, in original item ids."""
-    items = pl.read_parquet(data_dir / schema.ITEMS_FILE).select(schema.ITEM, schema.ORIGINAL_ID)
-    frame = pl.read_parquet(data_dir / schema.SEQUENCES_FILE).sort(schema.USER).head(users)
-    return (
-        frame.select(schema.USER, schema.ITEMS)
-        .explode(schema.ITEMS)
-        .join(items, left_on=schema.ITEMS, right_on=schema.ITEM, maintain_order="left")
-        .group_by(schema.USER, maintain_order=True)
-        .agg(schema.ORIGINAL_ID)[schema.ORIGINAL_ID]
-        .to_list()
-    )
 
 
 def test_the_readme_example_runs(checkpoint, capsys):

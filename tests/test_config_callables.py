@@ -231,8 +231,9 @@ def test_hydras_pickled_rerun_is_refused(tmp_path):
 
 def test_an_installed_packages_callback_is_named_by_its_entry_point(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(callback_plugin(tmp_path, KillAtStep)))
-    assert find_class("callbacks.kill", "tests.helpers.KillAtStep", Callback) is KillAtStep
-    assert "tests.helpers.KillAtStep" in targets.allowed(("callbacks", "*"))
+    name = f"{KillAtStep.__module__}.{KillAtStep.__qualname__}"  # as its entry point names it
+    assert find_class("callbacks.kill", name, Callback) is KillAtStep
+    assert name in targets.allowed(("callbacks", "*"))
 
 
 # ------------------------------------------------------------------ the real command lines

@@ -10,7 +10,7 @@ import pytest
 from recsys_seq.report import curves, interpolation
 from recsys_seq.report.debug import debug_reason
 from recsys_seq.report.runs import ReportError, load_runs
-from tests.test_report_plots import write_run
+from tests.helpers import write_run
 
 RUN_ID = "0f3c9a"
 

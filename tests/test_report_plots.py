@@ -7,53 +7,15 @@ import json
 from pathlib import Path
 
 import matplotlib
-import polars as pl
 import pytest
-import yaml
 
 from recsys_seq.report import labels
 from recsys_seq.report.plots import curves_figure, metrics_figure
 from recsys_seq.report.runs import load_runs
 from recsys_seq.report.table import markdown, table
+from tests.helpers import write_run
 
 matplotlib.use("Agg")
-
-
-def write_run(
-    folder: Path,
-    overrides: list[str],
-    *,
-    dataset: str = "demo",
-    scale: float = 0.2,
-    config: dict | None = None,
-    curve: list[float] | None = (0.1, 0.15),
-) -> Path:
-    """A run folder as recsys-train writes it: metrics.json, config.yaml, .hydra/overrides.yaml
-    and (unless ``curve`` is None) csv/metrics.csv with one validation row per epoch."""
-    folder.mkdir(parents=True)
-    metric = str((config or {}).get("optimized_metric", "val/ndcg@10"))
-    name = metric.removeprefix("val/")
-    metrics = {
-        f"test/{m}@{k}": scale * f for m, f in (("ndcg", 1.0), ("hr", 1.6)) for k in (10, 20)
-    }
-    metrics |= {f"popularity/{k}": v / 4 for k, v in metrics.items()}
-    metrics |= {f"val/best_{name}": scale * 0.9, "fit/epochs": 2, "checkpoint": None}
-    (folder / "metrics.json").write_text(json.dumps(metrics))
-    model = next((o.split("=")[1] for o in overrides if o.startswith("model=")), "sasrec")
-    base = {
-        "data": {"path": f"/nowhere/{dataset}"},
-        "model": {"name": model},
-        "trainer": {"max_epochs": 2, "fast_dev_run": False, "limit_train_batches": None},
-    }
-    (folder / "config.yaml").write_text(yaml.safe_dump(base | (config or {})))
-    (folder / ".hydra").mkdir()
-    (folder / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
-    if curve is not None:
-        (folder / "csv").mkdir()
-        pl.DataFrame({"epoch": range(len(curve)), metric: list(curve)}).write_csv(
-            folder / "csv" / "metrics.csv"
-        )
-    return folder
 
 
 COMMON = ["trainer.max_epochs=2", "paths.root_dir=/tmp/x", "callbacks.progress_bar=null"]

@@ -44,7 +44,8 @@ def test_killed_run_resumes_to_the_same_result(tmp_path, demo_dir):
     assert whole.returncode == 0, whole.stderr[-2000:]
 
     interrupted = tmp_path / "interrupted"
-    kill = ["+callbacks.kill._target_=tests.helpers.KillAtStep", "+callbacks.kill.step=8"]
+    target = f"{KillAtStep.__module__}.{KillAtStep.__qualname__}"  # as its entry point names it
+    kill = [f"+callbacks.kill._target_={target}", "+callbacks.kill.step=8"]
     killed = run_train(interrupted, demo_dir, *kill)
     assert killed.returncode == -signal.SIGKILL
     assert (interrupted / "checkpoints" / "step.ckpt").is_file()

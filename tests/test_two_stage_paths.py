@@ -21,8 +21,7 @@ from recsys_seq.workflows.evaluate import evaluate
 from recsys_seq.workflows.export import TwoStageRanker, example_inputs, export
 from recsys_seq.workflows.recommend import recommend
 from recsys_seq.workflows.train import train
-from tests.helpers import compose_config, rerank_run, short_checkpoint
-from tests.test_api import histories
+from tests.helpers import compose_config, histories, rerank_run, short_checkpoint
 
 pytestmark = pytest.mark.slow  # end-to-end runs and real commands: not in make test-quick
 

@@ -1,0 +1,46 @@
+"""Damaged copies of a prepared folder."""
+
+from collections.abc import Callable
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from data_prep import schema
+
+# (tests/test_prepared_files.py, tests/test_prepared_tables.py; the folder itself is the
+# ``prepared`` fixture, tests/conftest.py)
+
+SEQ, ITEMS, USERS, META, PNG = (
+    schema.SEQUENCES_FILE,
+    schema.ITEMS_FILE,
+    schema.USERS_FILE,
+    schema.META_FILE,
+    schema.HISTOGRAM_FILE,
+)
+FEATURES = ["category", "event"]
+
+
+def read(folder: Path, name: str) -> pl.DataFrame:
+    return pl.read_parquet(folder / name)
+
+
+def table(name: str, change: Callable[[pl.DataFrame], pl.DataFrame]):
+    """Rewrite ``name`` with ``change`` applied."""
+
+    def corrupt(folder: Path) -> None:
+        change(read(folder, name)).write_parquet(folder / name)
+
+    return corrupt
+
+
+def column(name: str, col: str, expr: pl.Expr):
+    return table(name, lambda f: f.with_columns(expr.alias(col)))
+
+
+items_col = pl.col(schema.ITEMS)
+
+
+def case(corrupt, file: str | None, *fragments: str, id: str):
+    """A corruption, the file its message must name (None: the folder) and what it must say."""
+    return pytest.param(corrupt, file, fragments, id=id)
