@@ -43,6 +43,7 @@ from tests.helpers.prepared import (
     PNG,
     SEQ,
     USERS,
+    assert_refused_on_load,
     case,
     column,
     items_col,
@@ -61,6 +62,7 @@ from tests.helpers.runs import (
 )
 
 __all__ = [
+    "assert_refused_on_load",
     "EVAL",
     "EXPORT",
     "PREP",

@@ -7,6 +7,9 @@ import polars as pl
 import pytest
 
 from data_prep import schema
+from recsys_seq.core.errors import UserError
+from recsys_seq.data import PreparedSequences
+from recsys_seq.data.checking import PreparedDataError
 
 # (tests/test_prepared_files.py, tests/test_prepared_tables.py; the folder itself is the
 # ``prepared`` fixture, tests/conftest.py)
@@ -44,3 +47,18 @@ items_col = pl.col(schema.ITEMS)
 def case(corrupt, file: str | None, *fragments: str, id: str):
     """A corruption, the file its message must name (None: the folder) and what it must say."""
     return pytest.param(corrupt, file, fragments, id=id)
+
+
+def assert_refused_on_load(copy: Path, corrupt, file: str | None, fragments) -> None:
+    """``corrupt`` the copy of a prepared folder: loading it is one paragraph naming the broken
+    file (or the folder) and every fragment, and pointing at recsys-prep."""
+    corrupt(copy)
+    with pytest.raises(PreparedDataError) as info:
+        PreparedSequences.load(copy)
+    message = str(info.value)
+    assert isinstance(info.value, UserError)
+    assert "\n" not in message  # one paragraph
+    assert str(copy / file if file else copy) in message
+    for fragment in fragments:
+        assert fragment in message, message
+    assert "recsys-prep" in message
