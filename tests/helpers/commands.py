@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 BIN = REPO / ".venv" / "bin"
 if not (BIN / "recsys-train").exists():  # installed elsewhere (CI): beside this interpreter
     BIN = Path(sys.executable).parent
