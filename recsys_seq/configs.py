@@ -14,7 +14,9 @@ from omegaconf import DictConfig, OmegaConf
 from recsys_seq.core import conf
 from recsys_seq.core.options import OptionError
 from recsys_seq.data import SequenceDataModule
+from recsys_seq.data.dataset import SINGLE_TARGET
 from recsys_seq.models import ModelSpec, model_spec
+from recsys_seq.models.encoders import ENCODERS
 from recsys_seq.optimized_metric import DEFAULT as DEFAULT_OPTIMIZED_METRIC
 from recsys_seq.optimized_metric import check_optimized_metric
 
@@ -82,6 +84,17 @@ def spec_for_data(values: Mapping[str, Any], datamodule: SequenceDataModule) -> 
             "data.train_windows=prefixes trains a model on the state after each window's last "
             "event; loss=candidate_bce (DIN) already trains on random cuts of every window: "
             "use data.train_windows=all with it."
+        )
+    encoder = (values.get("encoder") or {}).get("name")
+    if (
+        encoder in ENCODERS.names()
+        and getattr(ENCODERS.options(encoder), "sees_whole_window", False)
+        and datamodule.train_windows not in SINGLE_TARGET
+    ):
+        raise OptionError(
+            f"model.encoder={encoder} lets each state read the whole window, so training on "
+            f"every position of a window (data.train_windows={datamodule.train_windows}) would "
+            "show it the events it must predict: use data.train_windows=prefixes."
         )
     return model_spec(
         {

@@ -10,12 +10,14 @@ from torch import nn
 from recsys_seq import configs
 from recsys_seq.data.batch import padding_mask
 from recsys_seq.models import ENCODERS, NextItemTask, build_model, model_spec
+from recsys_seq.models.encoders.frequency_attention import SpectralFilter
 from recsys_seq.models.target_attention import ChannelPReLU
 from tests.helpers import D, assert_encoder_contract, encoder_with
 
 VARIANTS = [(name, {}) for name in ENCODERS.names()] + [
     ("self_attention", {"norm": "post"}),
     ("self_attention", {"positions": "from_end"}),
+    ("frequency_attention", {"low_frequencies": 1, "filter_weight": 1.0}),
 ]
 
 
@@ -24,8 +26,9 @@ VARIANTS = [(name, {}) for name in ENCODERS.names()] + [
     VARIANTS,
     ids=[f"{n}{''.join(f'-{v}' for v in o.values())}" for n, o in VARIANTS],
 )
-def test_every_encoder_is_padding_safe_and_causal(name, options):
-    assert_encoder_contract(encoder_with(name, **options))
+def test_every_encoder_is_padding_safe_and_causal_or_says_it_is_not(name, options):
+    whole_window = getattr(ENCODERS.options(name), "sees_whole_window", False)
+    assert_encoder_contract(encoder_with(name, **options), causal=not whole_window)
 
 
 def test_every_conf_encoder_is_registered():
@@ -36,6 +39,7 @@ def test_every_conf_encoder_is_registered():
 def make_task(kind: str, weight_decay: float) -> NextItemTask:
     encoders = {
         "sasrec": {"name": "self_attention", "max_len": 8},
+        "bsarec": {"name": "frequency_attention", "max_len": 8},
         "gru": {"name": "gru", "hidden_size": 24},
         "din": {"name": "identity"},
     }
@@ -56,8 +60,8 @@ def make_task(kind: str, weight_decay: float) -> NextItemTask:
 
 def expected_decay(module: nn.Module, name: str, decay: float) -> float:
     """The weight decay of ``module``'s own parameter ``name`` (position tables aside)."""
-    if isinstance(module, nn.LayerNorm | ChannelPReLU):
-        return 0.0  # norm scales and shifts, activation slopes
+    if isinstance(module, nn.LayerNorm | ChannelPReLU | SpectralFilter):
+        return 0.0  # norm scales and shifts, activation slopes, per-channel filter weights
     if isinstance(module, nn.Linear | nn.GRU):
         return 0.0 if name.startswith("bias") else decay  # GRU: weight_ih_l0, bias_hh_l0, ...
     if isinstance(module, nn.Embedding):
@@ -65,7 +69,7 @@ def expected_decay(module: nn.Module, name: str, decay: float) -> float:
     raise AssertionError(f"no rule for {type(module).__name__}.{name}: decide and add one")
 
 
-@pytest.mark.parametrize("kind", ["sasrec", "gru", "din"])
+@pytest.mark.parametrize("kind", ["sasrec", "bsarec", "gru", "din"])
 def test_weight_decay_applies_to_weight_matrices_only(kind):
     task = make_task(kind, weight_decay=0.1)
     optimizer = task.configure_optimizers()
@@ -92,7 +96,7 @@ def test_weight_decay_applies_to_weight_matrices_only(kind):
     assert linears or kind == "gru"
     assert all(decay_of[id(m.weight)] == 0.1 for m in linears)
     assert all(decay_of[id(m.bias)] == 0.0 for m in linears if m.bias is not None)
-    if kind == "sasrec":
+    if kind in ("sasrec", "bsarec"):
         norms = [m for m in task.modules() if isinstance(m, nn.LayerNorm)]
         assert norms and all(decay_of[id(m.weight)] == 0.0 for m in norms)
         assert decay_of[id(positions.weight)] == 0.0

@@ -17,10 +17,11 @@ def encoder_with(name: str, **options) -> nn.Module:
     return ENCODERS.build(ENCODERS.options(name)(**options), d_model=D).eval()
 
 
-def assert_encoder_contract(encoder: nn.Module) -> None:
+def assert_encoder_contract(encoder: nn.Module, causal: bool = True) -> None:
     """The contract of :class:`~recsys_seq.models.encoders.SequenceEncoder`: a real
     position's state depends neither on extra right padding nor on batch mates, PAD states are
-    exactly 0, and the state at t depends on events 0..t only.
+    exactly 0, and the state at t depends on events 0..t only; or, for an encoder that is
+    not ``causal`` (its options say ``sees_whole_window``), on later events of the window too.
 
     PAD slots of ``x`` hold garbage, not zeros: an encoder must not read them. ``encoder``
     is D wide and in eval mode (no dropout)."""
@@ -52,10 +53,14 @@ def assert_encoder_contract(encoder: nn.Module) -> None:
         together = encode(torch.cat([x[:1], mates]), torch.cat([lengths[:1], mates_lengths]), 9)
         assert torch.allclose(together[0, :T], states[0], atol=ATOL)
 
+        reads_ahead = []
         for t in range(T - 1):  # rewrite events t+1.. of every row: states 0..t stay
             changed = x.clone()
             changed[:, t + 1 :] = torch.randn(changed[:, t + 1 :].shape, generator=g)
             after = encode(changed, lengths, T)
-            assert torch.allclose(after[:, : t + 1], states[:, : t + 1], atol=ATOL), t
+            past_kept = torch.allclose(after[:, : t + 1], states[:, : t + 1], atol=ATOL)
+            assert past_kept or not causal, t
+            reads_ahead.append(not past_kept)
             real = mask[:, t + 1]  # and the rewrite is seen where it is real
             assert not torch.allclose(after[real, t + 1], states[real, t + 1], atol=ATOL), t
+        assert causal or any(reads_ahead), "says it sees the whole window, yet never reads ahead"

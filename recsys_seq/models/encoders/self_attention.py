@@ -43,6 +43,16 @@ class SelfAttentionOptions:
             )
 
 
+def position_index(T: int, lengths: torch.Tensor, max_len: int, from_end: bool) -> torch.Tensor:
+    """Each slot's row of a ``max_len`` position table, ``(B, T)`` or ``(1, T)``: numbered
+    from the first event, or so that every window's last event has ``max_len - 1``."""
+    index = torch.arange(T, device=lengths.device)[None]  # (1, T)
+    if not from_end:
+        return index
+    shift = max_len - lengths[:, None]  # (B, 1)
+    return (index + shift).clamp(max=max_len - 1)  # PAD slots: any valid index
+
+
 class CausalSelfAttention(nn.Module):
     def __init__(self, d_model: int, num_heads: int, dropout: float) -> None:
         super().__init__()
@@ -167,10 +177,7 @@ class SelfAttentionEncoder(nn.Module):
         if T > self.max_len:
             raise ValueError(f"sequence length {T} exceeds the encoder's max_len={self.max_len}")
         keep = mask[..., None].to(x.dtype)  # (B, T, 1)
-        index = torch.arange(T, device=x.device)[None]  # (1, T)
-        if self.from_end:
-            shift = self.max_len - lengths[:, None]  # (B, 1)
-            index = (index + shift).clamp(max=self.max_len - 1)  # PAD slots: any valid index
+        index = position_index(T, lengths, self.max_len, self.from_end)  # (B or 1, T)
         x = (x + self.positions(index)) * self.input_scale
         x = self.dropout(x * keep)  # (B, T, D)
         for block in self.blocks:

@@ -1,0 +1,171 @@
+"""Frequency-enhanced self-attention encoder (BSARec-like): attention beside a spectral filter.
+
+Each block mixes two views of the sequence: causal self-attention, and a filter that splits
+the sequence along time into its lowest frequencies (the slow drift of a user's taste) and the
+rest (the sharp recent changes), rescaling the rest by a learned weight per channel. The
+filter gives attention an inductive bias it lacks on short, sparse logs (Shin et al., "An
+Attentive Inductive Bias for Sequential Recommendation beyond the Self-Attention", AAAI 2024).
+
+The filter sees the whole window, so the state at position t depends on later events: the
+encoder may only be trained on windows whose one target follows their last event
+(``data.train_windows=prefixes`` or ``holdout``), which :func:`recsys_seq.configs.spec_for_data`
+enforces. Serving reads the state after the last event, where this never matters.
+
+Why the result does not depend on the batch's padding: PAD states are zeroed before every
+filter and the transform always runs over ``max_len`` slots (zero beyond the batch's longest
+window), so a window is filtered in the same ``max_len`` frame whatever its batch mates are.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar, Literal
+
+import torch
+from torch import nn
+
+from recsys_seq.core.options import option
+from recsys_seq.data.options import DEFAULT_MAX_LEN
+from recsys_seq.models.encoders import ENCODERS
+from recsys_seq.models.encoders.self_attention import (
+    CausalSelfAttention,
+    FeedForward,
+    SelfAttentionOptions,
+    position_index,
+)
+
+
+@dataclass(frozen=True)
+class FrequencyAttentionOptions:
+    """``model.encoder`` for :class:`FrequencyAttentionEncoder`."""
+
+    name: Literal["frequency_attention"] = "frequency_attention"
+    max_len: int = option(DEFAULT_MAX_LEN, min=1)  # the data's window: ${data.max_len}
+    num_layers: int = option(2, min=1)
+    num_heads: int = option(1, min=1)
+    ffn_multiplier: int = option(4, min=1)
+    dropout: float = option(0.5, min=0.0, below=1.0)
+    # weight of the filtered view against attention's (BSARec's alpha)
+    filter_weight: float = option(0.7, min=0.0, max=1.0)
+    # frequencies of the max_len-slot transform kept as "low" (BSARec's c // 2 + 1)
+    low_frequencies: int = option(3, min=1)
+
+    sees_whole_window: ClassVar[bool] = True  # a state may read later events (see module)
+    check = SelfAttentionOptions.check  # the heads must split the width
+
+
+class SpectralFilter(nn.Module):
+    """``low + beta^2 * (x - low)``: ``low`` keeps the lowest ``low_frequencies`` of the
+    sequence's real FFT over ``max_len`` slots, ``beta`` is learned per channel."""
+
+    def __init__(self, d_model: int, max_len: int, low_frequencies: int) -> None:
+        super().__init__()
+        self.max_len = max_len
+        self.low_frequencies = min(low_frequencies, max_len // 2 + 1)
+        self.sqrt_beta = nn.Parameter(torch.randn(d_model))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        T = x.shape[1]
+        # FFTs want float32 (no bf16 kernels); irfft zero-fills the dropped frequencies
+        spectrum = torch.fft.rfft(x.float(), n=self.max_len, dim=1, norm="ortho")
+        low = torch.fft.irfft(
+            spectrum[:, : self.low_frequencies], n=self.max_len, dim=1, norm="ortho"
+        )[:, :T].to(x.dtype)  # (B, T, D)
+        return low + self.sqrt_beta**2 * (x - low)
+
+
+class FrequencyAttentionBlock(nn.Module):
+    """``alpha * LN(x + filter(x)) + (1 - alpha) * LN(x + attention(x))``, then a
+    feed-forward branch, each residual sum normalised (post-norm, as BSARec)."""
+
+    def __init__(
+        self,
+        d_model: int,
+        max_len: int,
+        num_heads: int,
+        ffn_hidden: int,
+        dropout: float,
+        filter_weight: float,
+        low_frequencies: int,
+    ) -> None:
+        super().__init__()
+        self.filter_weight = filter_weight
+        self.filter = SpectralFilter(d_model, max_len, low_frequencies)
+        self.filter_dropout = nn.Dropout(dropout)
+        self.ln_filter = nn.LayerNorm(d_model)
+        self.attn = CausalSelfAttention(d_model, num_heads, dropout)
+        self.ln_attn = nn.LayerNorm(d_model)
+        self.ffn = FeedForward(d_model, ffn_hidden, dropout)
+        self.ln_ffn = nn.LayerNorm(d_model)
+
+    def forward(self, x: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+        x = x * keep  # the filter must see zeros in PAD slots
+        filtered = self.ln_filter(x + self.filter_dropout(self.filter(x)))
+        attended = self.ln_attn(x + self.attn(x))
+        mixed = self.filter_weight * filtered + (1 - self.filter_weight) * attended
+        return self.ln_ffn(mixed + self.ffn(mixed))
+
+
+@ENCODERS.register(FrequencyAttentionOptions)
+class FrequencyAttentionEncoder(nn.Module):
+    """Maps embedded, right-padded windows to one state per position; the state at
+    ``lengths - 1`` predicts the next item (see the module docstring for what it may read).
+
+    Args:
+        d_model: width of the input embeddings and hidden states.
+        max_len: longest window (learned positions and the filter's frame).
+        num_layers: blocks.
+        num_heads: attention heads per block.
+        ffn_multiplier: feed-forward hidden width as a multiple of ``d_model``.
+        dropout: dropout on embeddings, attention weights and every residual branch.
+        filter_weight: share of the filtered view in each block's mix (``alpha``).
+        low_frequencies: FFT frequencies the filter counts as low.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        max_len: int,
+        num_layers: int,
+        num_heads: int,
+        ffn_multiplier: int,
+        dropout: float,
+        filter_weight: float,
+        low_frequencies: int,
+    ) -> None:  # built from FrequencyAttentionOptions, the one owner of the defaults
+        super().__init__()
+        self.max_len = max_len
+        # numbered back from the last event, as BSARec's left-padded windows are
+        self.positions = nn.Embedding(max_len, d_model)
+        nn.init.normal_(self.positions.weight, std=d_model**-0.5)
+        self.ln_in = nn.LayerNorm(d_model)
+        self.dropout = nn.Dropout(dropout)
+        self.blocks = nn.ModuleList(
+            FrequencyAttentionBlock(
+                d_model,
+                max_len,
+                num_heads,
+                ffn_multiplier * d_model,
+                dropout,
+                filter_weight,
+                low_frequencies,
+            )
+            for _ in range(num_layers)
+        )
+
+    def no_weight_decay(self) -> set[str]:
+        """The position table is a lookup, not a transformation."""
+        return {"positions.weight"}
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """See :class:`~recsys_seq.models.encoders.SequenceEncoder` (but states may read
+        later events of their window)."""
+        T = x.shape[1]
+        if T > self.max_len:
+            raise ValueError(f"sequence length {T} exceeds the encoder's max_len={self.max_len}")
+        keep = mask[..., None].to(x.dtype)  # (B, T, 1)
+        x = self.ln_in(x + self.positions(position_index(T, lengths, self.max_len, True)))
+        x = self.dropout(x)  # (B, T, D)
+        for block in self.blocks:
+            x = block(x, keep)
+        return x * keep
