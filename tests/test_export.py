@@ -16,10 +16,13 @@ from tests.helpers import compose_config, short_checkpoint
 SHAPES = [(4, 7), (9, 23), (1, 50)]
 
 
-@pytest.fixture(scope="module", params=["sasrec", "gru"])
+MODELS = {"sasrec": [], "gru": [], "bsarec": ["data.train_windows=prefixes"]}  # and their data
+
+
+@pytest.fixture(scope="module", params=sorted(MODELS))
 def checkpoint(request, tmp_path_factory, demo_dir) -> Path:
     run_dir = tmp_path_factory.mktemp(request.param, numbered=False) / "run"
-    return short_checkpoint(run_dir, demo_dir, f"model={request.param}")
+    return short_checkpoint(run_dir, demo_dir, f"model={request.param}", *MODELS[request.param])
 
 
 def load(path: Path):

@@ -146,3 +146,27 @@ def test_popularity_ranks_by_training_counts():
     baseline = PopularityRecommender(counts)
     batch = eval_batch([[1, 2, 2, 3, 3], [2, 1, 4, 4]], [0, 1])
     assert baseline.ranking_scores(batch)[0].argmax().item() == 2
+
+
+@pytest.mark.parametrize(("std", "expected"), [(None, 32**-0.5), (0.02, 0.02)])
+def test_embedding_std_sets_every_tables_start_and_pad_stays_zero(std, expected):
+    spec = model_spec(
+        {
+            "name": "m",
+            "encoder": {"name": "gru"},
+            "num_items": 5000,
+            "embedding_dim": 32,
+            "embedding_std": std,
+            "side_features": {"category": 3000},
+        }
+    )
+    embedder = build_model(spec).model.embedder
+    for table in (embedder.items, embedder.features["category"]):
+        assert (table.weight[0] == 0).all()
+        assert table.weight[1:].std().item() == pytest.approx(expected, rel=0.03)
+
+
+def test_a_spec_without_embedding_std_keeps_the_unit_norm_default():
+    """Checkpoints written before the option rebuild the model they were trained as."""
+    spec = model_spec({"name": "m", "encoder": {"name": "gru"}, "num_items": 3})
+    assert spec.embedding_std is None

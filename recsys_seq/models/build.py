@@ -22,7 +22,7 @@ def build_network(spec: ModelSpec) -> NextItemModel:
     """The freshly initialised network ``spec`` names: embedder, encoder, scorer."""
     width = spec.embedding_dim
     return NextItemModel(
-        ItemEmbedder(spec.num_items, width, spec.side_features),
+        ItemEmbedder(spec.num_items, width, spec.side_features, spec.embedding_std),
         ENCODERS.build(spec.encoder, d_model=width),
         SCORERS.build(spec.scorer, d_model=width),
     )
