@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import lightning as L
 import torch
 from lightning.pytorch.callbacks import RichModelSummary
 from lightning.pytorch.utilities.model_summary import ModelSummary
+from rich import get_console
 from torch import nn
 from torchmetrics import Metric, MetricCollection
 
@@ -87,3 +89,47 @@ def _only_metrics(module: nn.Module) -> bool:
 
 def _under(name: str, prefixes: list[str]) -> bool:
     return any(name == p or name.startswith(f"{p}.") for p in prefixes)
+
+
+class EpochLog(L.Callback):
+    """One plain line per epoch: ``epoch 4/200  loss 7.8105  val/ndcg@10 0.0410  best 0.0410
+    63 s``.
+
+    The progress bar redraws one line in place, so a log file (a SLURM job's output, ``make demo
+    > log``) shows nothing until the run ends, and a terminal keeps no record of past epochs.
+    These lines go through rich's console, the bar's own: above the bar on a terminal, plain
+    text in a file. The loss is the epoch's mean, summed on the device (no sync per step).
+    """
+
+    def __init__(self) -> None:
+        self._loss_sum: torch.Tensor | None = None
+        self._steps = 0
+        self._started = 0.0
+
+    def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._loss_sum, self._steps, self._started = None, 0, time.monotonic()
+
+    def on_train_batch_end(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch, batch_idx
+    ) -> None:
+        loss = outputs["loss"] if isinstance(outputs, dict) else outputs
+        if loss is None:
+            return
+        loss = loss.detach().float()
+        self._loss_sum = loss if self._loss_sum is None else self._loss_sum + loss
+        self._steps += 1
+
+    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if not trainer.is_global_zero:
+            return
+        epochs = "" if trainer.max_epochs in (None, -1) else f"/{trainer.max_epochs}"
+        parts = [f"epoch {trainer.current_epoch + 1}{epochs}"]
+        if self._steps:
+            parts.append(f"loss {self._loss_sum.item() / self._steps:.4f}")
+        metrics, spec = trainer.callback_metrics, getattr(pl_module, "spec", None)
+        if spec is not None and spec.optimized_metric in metrics:
+            parts.append(f"{spec.optimized_metric} {metrics[spec.optimized_metric].item():.4f}")
+        if spec is not None and spec.best_key in metrics:
+            parts.append(f"best {metrics[spec.best_key].item():.4f}")
+        parts.append(f"{time.monotonic() - self._started:.0f} s")
+        get_console().print("  ".join(parts), markup=False, highlight=False, soft_wrap=True)

@@ -54,6 +54,7 @@ HYDRA_CALLBACKS = (
     "recsys_seq.cli.sweep_summary.SweepSummary",
 )
 PROJECT_CALLBACKS = (
+    "recsys_seq.callbacks.EpochLog",
     "recsys_seq.callbacks.NetworkSummary",
     "recsys_seq.callbacks.RNGStateCheckpoint",
 )
