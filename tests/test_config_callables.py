@@ -19,7 +19,6 @@ from pathlib import Path
 
 import optuna
 import pytest
-import tomllib
 from hydra import compose, initialize_config_dir
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.loggers import Logger
@@ -31,10 +30,16 @@ from recsys_seq.core.objects import find_class, make
 from recsys_seq.core.options import OptionError
 from recsys_seq.tune.tuner import make_sampler
 from recsys_seq.workflows import runs
-from tests.helpers import KillAtStep, callback_plugin, error_problems, run_cli
+from tests.helpers import (
+    SCRIPTS,
+    KillAtStep,
+    callback_plugin,
+    error_problems,
+    hydra_main,
+    run_cli,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
-SCRIPTS = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
 BASES = {
     ("callbacks", "*"): Callback,
     ("logger", "*"): Logger,
@@ -42,12 +47,6 @@ BASES = {
 }
 TRUNCATE = os.O_WRONLY | os.O_TRUNC
 SENTINEL = b"the user's own file\n"
-
-
-def hydra_main(command: str):
-    """The ``@hydra.main`` function behind a console script (``module:main`` runs it)."""
-    module = importlib.import_module(SCRIPTS[command].partition(":")[0])
-    return module._main
 
 
 def config_name(command: str) -> str:

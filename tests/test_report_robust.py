@@ -256,7 +256,7 @@ def test_an_unreadable_metrics_file_is_skipped(good_run, tmp_path):
         (["folder=empty"], "recsys-report: error: no run folders under empty"),
         ([], "recsys-report: error: folder is required: recsys-report folder=<"),
         (["empty"], "recsys-report: error: give the folder as folder=empty."),
-        (["folder=empty", "colour=red"], "recsys-report: error: Could not override 'colour'"),
+        (["folder=empty", "colour=red"], "recsys-report: error: Unknown option(s) colour"),
         (["folder=empty", "include_debug=maybe"], "recsys-report: error: include_debug"),
     ],
     ids=["missing", "empty", "no-folder", "positional", "unknown-option", "not-a-bool"],

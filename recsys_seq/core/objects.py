@@ -15,6 +15,7 @@ from typing import Any
 
 from recsys_seq.core import targets
 from recsys_seq.core.options import OptionError
+from recsys_seq.core.typos import unknown_names
 
 
 def make(option: str, values: Mapping[str, Any], base: type) -> Any:
@@ -59,6 +60,6 @@ def check_keywords(option: str, cls: type, values: Mapping[str, Any]) -> None:
     unknown = sorted(set(values) - names)
     if unknown:
         raise OptionError(
-            f"Unknown option(s) {', '.join(f'{option}.{k}' for k in unknown)}: "
+            f"{unknown_names(unknown, names, option)}: "
             f"{cls.__name__} takes {', '.join(sorted(names)) or 'no options'}."
         )

@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from typing import Any, Literal, TypeVar, Union, get_args, get_origin
 
 from recsys_seq.core.errors import UserError
+from recsys_seq.core.typos import unknown_names
 
 Options = TypeVar("Options")
 
@@ -54,7 +55,7 @@ def checked(cls: type[Options], values: Mapping[str, Any] | None, where: str) ->
     unknown = [str(k) for k in values if k not in fields]
     if unknown:
         raise OptionError(
-            f"Unknown option(s) {', '.join(_key(where, k) for k in unknown)}; "
+            f"{unknown_names(unknown, fields, where)}; "
             f"{where or 'the command'} takes: {', '.join(fields)}."
         )
     hints = typing.get_type_hints(cls)
@@ -85,9 +86,7 @@ def checked_arguments(
     hints.pop("return", None)
     unknown = [str(k) for k in values if k not in hints]
     if unknown:
-        raise OptionError(
-            f"Unknown option(s) {', '.join(unknown)}; {where} takes: {', '.join(hints)}."
-        )
+        raise OptionError(f"{unknown_names(unknown, hints)}; {where} takes: {', '.join(hints)}.")
     return {name: _value(hints[name], value, name) for name, value in values.items()}
 
 

@@ -20,8 +20,10 @@ Lightning callbacks from an installed package are named by an entry point of the
 
 from __future__ import annotations
 
+import argparse
 import inspect
 import os
+import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
@@ -37,8 +39,11 @@ from hydra.core.config_search_path import SearchPathQuery
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Override, ValueType
+from hydra.errors import ConfigCompositionException, MissingConfigException
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
+
+from recsys_seq.core.typos import nearest, unknown_names
 
 Keys = tuple[str, ...]  # an option's keys from the top of the config; "*" = any one name
 
@@ -218,9 +223,65 @@ def command_line_problems(hydra_main: Callable[[], object], argv: Sequence[str])
             "with its overrides instead."
         ]
     problems: dict[str, None] = {}  # in order, each once
-    for cfg in _compositions(hydra_main, args):
-        problems |= dict.fromkeys(config_problems(cfg))
+    try:
+        for cfg in _compositions(hydra_main, args):
+            problems |= dict.fromkeys(config_problems(cfg))
+    except ConfigCompositionException as error:
+        hint = _near_miss(error, hydra_main, args)
+        if hint is None:
+            raise
+        return [hint]
     return list(problems)
+
+
+def _near_miss(error: ConfigCompositionException, hydra_main: Callable, args: Any) -> str | None:
+    """Hydra's refusal of a key or a group choice it does not know, as one sentence with the
+    nearest valid name (``trainer.max_epoch``: did you mean ``trainer.max_epochs``?), where
+    there is one. Hydra's own hint, ``+trainer.max_epoch=...``, would add a key nothing reads."""
+    if isinstance(error, MissingConfigException) and error.options and error.missing_cfg_file:
+        group, _, choice = error.missing_cfg_file.rpartition("/")
+        guess = nearest(choice, error.options)
+        if guess is None:
+            return None
+        return (
+            f"No {group} named {choice!r} (did you mean {group}={guess}?); the choices are: "
+            f"{', '.join(sorted(error.options))}."
+        )
+    unknown = _unknown_key(error)
+    if unknown is None:
+        return None
+    unknown_keys = [unknown]
+    while True:  # compose without the unknown keys, to find any others and the valid ones
+        rest = [o for o in args.overrides if o.lstrip("~+").split("=")[0] not in unknown_keys]
+        without = argparse.Namespace(**{**vars(args), "overrides": rest})
+        try:
+            cfg = list(_compositions(hydra_main, without))[0]  # every sweep value composes
+            break
+        except ConfigCompositionException as again:
+            unknown = _unknown_key(again)
+            if unknown is None or unknown in unknown_keys:
+                return None  # another kind of mistake: Hydra's message stands
+            unknown_keys.append(unknown)
+    keys = _dotted_keys(OmegaConf.to_container(cfg, resolve=False))
+    typed = [o.lstrip("~+").split("=")[0] for o in args.overrides]
+    unknown_keys.sort(key=lambda k: typed.index(k) if k in typed else len(typed))  # as typed
+    return (
+        f"{unknown_names(unknown_keys, list(keys))}: not in the command's config "
+        "(--help lists the main options)."
+    )
+
+
+def _unknown_key(error: ConfigCompositionException) -> str | None:
+    found = re.match(r"Could not override '([^']+)'", str(error))
+    return found[1] if found else None
+
+
+def _dotted_keys(section: dict, prefix: str = "") -> Iterator[str]:
+    """Every key of a config, sections and their keys alike (``trainer``, ``trainer.devices``)."""
+    for name, value in section.items():
+        yield f"{prefix}{name}"
+        if isinstance(value, dict):
+            yield from _dotted_keys(value, f"{prefix}{name}.")
 
 
 def _compositions(hydra_main: Callable[[], object], args: Any) -> Iterator[DictConfig]:

@@ -14,6 +14,7 @@ from lightning.fabric.utilities.exceptions import MisconfigurationException
 from omegaconf import DictConfig, OmegaConf
 
 from recsys_seq.core.options import OptionError, checked, option
+from recsys_seq.core.typos import unknown_names
 
 
 @dataclass(frozen=True)
@@ -61,8 +62,8 @@ def check_trainer(values: Mapping[str, Any]) -> None:
     unknown = sorted(set(values) - accepted)
     if unknown:
         raise OptionError(
-            f"Unknown option(s) {', '.join(f'trainer.{k}' for k in unknown)}: Lightning's "
-            "Trainer takes no such argument (see its documentation for the ones it takes)."
+            f"{unknown_names(unknown, accepted, 'trainer')}: Lightning's Trainer takes no such "
+            "argument (see its documentation for the ones it takes)."
         )
     known = {f for f in TrainerOptions.__dataclass_fields__}
     options = checked(TrainerOptions, {k: v for k, v in values.items() if k in known}, "trainer")

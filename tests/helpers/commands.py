@@ -1,6 +1,7 @@
 """Running the installed commands and checking their errors and what they left on disk."""
 
 import hashlib
+import importlib
 import os
 import re
 import subprocess
@@ -8,10 +9,20 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import tomllib
+
 REPO = Path(__file__).resolve().parents[2]
 BIN = REPO / ".venv" / "bin"
 if not (BIN / "recsys-train").exists():  # installed elsewhere (CI): beside this interpreter
     BIN = Path(sys.executable).parent
+SCRIPTS = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
+
+
+def hydra_main(command: str):
+    """The ``@hydra.main`` function behind a console script (``module:main`` runs it)."""
+    module = importlib.import_module(SCRIPTS[command].partition(":")[0])
+    return module._main
+
 
 # a short run, should a wrong option ever be accepted
 FAST = (
