@@ -105,6 +105,18 @@ BAD_OPTIONS = [
     train_case("model.side_features=[brand]", ("model.side_features", "brand")),
     train_case("model=nosuch", ("model", "nosuch")),
     train_case("+trainer.foo=1", ("trainer.foo",)),
+    train_case("trainer.max_epoch=1", ("did you mean trainer.max_epochs?",)),
+    train_case("model=grux", ("did you mean model=gru?",)),
+    *(
+        Case(
+            f"train trainer={name} without a GPU",
+            TRAIN,
+            ("data.path={prepared}", *FAST, f"trainer={name}"),
+            names=("trainer.accelerator=gpu", "needs a GPU", "trainer=cpu"),
+            marks=(pytest.mark.skipif(HAS_GPU, reason="this machine has a GPU"),),
+        )
+        for name in ("gpu", "ddp")
+    ),
     Case("eval no ckpt_path", EVAL, (), names=("ckpt_path",)),
     Case(
         "eval data.max_len=500 above the model's 50",
@@ -128,7 +140,7 @@ BAD_OPTIONS = [
     recommend_case(
         "recommend trainer.accelerator=cuda without a GPU",
         "trainer.accelerator=cuda",
-        names=("accelerator", "not available"),
+        names=("trainer.accelerator=cuda", "needs a GPU"),
         marks=(pytest.mark.skipif(HAS_GPU, reason="this machine has a GPU"),),
     ),
     recommend_case("recommend stage=banana", "stage=banana", names=("stage", "banana")),

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import lightning as L
+import torch
 from lightning.fabric.utilities.exceptions import MisconfigurationException
 from omegaconf import DictConfig, OmegaConf
 
@@ -67,6 +68,13 @@ def check_trainer(values: Mapping[str, Any]) -> None:
         )
     known = {f for f in TrainerOptions.__dataclass_fields__}
     options = checked(TrainerOptions, {k: v for k, v in values.items() if k in known}, "trainer")
+    if options.accelerator in ("gpu", "cuda") and not _has_gpu(options.accelerator):
+        build = f"CUDA {torch.version.cuda}" if torch.version.cuda else "a CPU-only build"
+        raise OptionError(
+            f"trainer.accelerator={options.accelerator} (trainer=gpu, trainer=ddp) needs a GPU, "
+            f"and torch {torch.__version__} ({build}) finds none on this machine: use "
+            "trainer=cpu (the default), or install a CUDA build of torch where a GPU is."
+        )
     if options.devices == [] or (isinstance(options.devices, int) and options.devices < 1):
         raise OptionError(f"trainer.devices must be >= 1, 'auto' or a list, got {options.devices}.")
     for stage in ("train", "val", "test"):
@@ -80,6 +88,11 @@ def check_trainer(values: Mapping[str, Any]) -> None:
         raise OptionError(
             f"trainer.fast_dev_run must be true, false or >= 1, got {options.fast_dev_run}."
         )
+
+
+def _has_gpu(accelerator: str) -> bool:
+    """Whether Lightning's ``accelerator`` finds a device (``gpu`` is CUDA or Apple's MPS)."""
+    return torch.cuda.is_available() or (accelerator == "gpu" and torch.backends.mps.is_available())
 
 
 def build_trainer(trainer_cfg: DictConfig, **kwargs: Any) -> L.Trainer:
