@@ -60,7 +60,10 @@ def test_space_is_checked_into_params():
         ({"type": "float", "low": 0, "high": 1, "log": True}, "log: true needs low > 0"),
         ({"type": "int", "low": 1, "high": 8, "log": True, "step": 2}, "without a step"),
         ({"type": "int", "low": 1.5, "high": 3}, "x.low must be an integer"),
-        ({"type": "float", "low": 0, "high": 1, "lo": 2}, "x.lo (did you mean search.params.x.low?); search.params.x takes: low, high"),
+        (
+            {"type": "float", "low": 0, "high": 1, "lo": 2},
+            "x.lo (did you mean search.params.x.low?); search.params.x takes: low, high",
+        ),
         ({"type": "categorical", "choices": []}, "x.choices must be a non-empty list"),
         ({"type": "categorical", "choices": [[1, 2]]}, "must be a plain value"),
         ("interval(0, 1)", "x must be a mapping with a type"),
