@@ -170,3 +170,32 @@ def test_a_spec_without_embedding_std_keeps_the_unit_norm_default():
     """Checkpoints written before the option rebuild the model they were trained as."""
     spec = model_spec({"name": "m", "encoder": {"name": "gru"}, "num_items": 3})
     assert spec.embedding_std is None
+
+
+@pytest.mark.parametrize("encoder", ["self_attention", "frequency_attention"])
+def test_layer_std_redraws_every_linear_and_position_table_and_zeros_biases(encoder):
+    def network(layer_std):
+        torch.manual_seed(0)
+        spec = model_spec(
+            {
+                "name": "m",
+                "encoder": {"name": encoder, "max_len": 200, "num_layers": 2},
+                "num_items": 10,
+                "embedding_dim": 64,
+                "layer_std": layer_std,
+            }
+        )
+        return build_model(spec).model
+
+    small, default = network(0.02), network(None)
+    linears = [m for m in small.encoder.modules() if isinstance(m, torch.nn.Linear)]
+    assert linears
+    for layer in linears:
+        assert layer.weight.std().item() == pytest.approx(0.02, rel=0.1)
+        assert layer.bias is None or (layer.bias == 0).all()
+    assert small.encoder.positions.weight.std().item() == pytest.approx(0.02, rel=0.05)
+    assert default.encoder.positions.weight.std().item() == pytest.approx(64**-0.5, rel=0.05)
+    # the item table and the layer norms keep their own starts
+    assert small.embedder.items.weight[1:].std().item() == pytest.approx(64**-0.5, rel=0.1)
+    for norm in (m for m in small.encoder.modules() if isinstance(m, torch.nn.LayerNorm)):
+        assert (norm.weight == 1).all() and (norm.bias == 0).all()

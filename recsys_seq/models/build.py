@@ -7,6 +7,8 @@ spec names, with nothing named by a file imported or called.
 
 from __future__ import annotations
 
+from torch import nn
+
 from recsys_seq.data.facts import DataFacts
 from recsys_seq.models.embedder import ItemEmbedder
 from recsys_seq.models.encoders import ENCODERS
@@ -21,11 +23,29 @@ from recsys_seq.models.two_stage import TwoStageTask
 def build_network(spec: ModelSpec) -> NextItemModel:
     """The freshly initialised network ``spec`` names: embedder, encoder, scorer."""
     width = spec.embedding_dim
+    encoder = ENCODERS.build(spec.encoder, d_model=width)
+    scorer = SCORERS.build(spec.scorer, d_model=width)
+    if spec.layer_std is not None:
+        start_small(encoder, spec.layer_std)
+        start_small(scorer, spec.layer_std)
     return NextItemModel(
         ItemEmbedder(spec.num_items, width, spec.side_features, spec.embedding_std),
-        ENCODERS.build(spec.encoder, d_model=width),
-        SCORERS.build(spec.scorer, d_model=width),
+        encoder,
+        scorer,
     )
+
+
+def start_small(module: nn.Module, std: float) -> None:
+    """Redraw every linear weight and embedding table of ``module`` from ``N(0, std)`` and
+    zero the linear biases: BERT's start, which post-norm stacks of the S3-Rec line train
+    from. Recurrent cells and normalisations keep their own starts."""
+    for layer in module.modules():
+        if isinstance(layer, nn.Linear | nn.Embedding):
+            nn.init.normal_(layer.weight, std=std)
+        if isinstance(layer, nn.Embedding) and layer.padding_idx is not None:
+            nn.init.zeros_(layer.weight[layer.padding_idx])
+        if isinstance(layer, nn.Linear) and layer.bias is not None:
+            nn.init.zeros_(layer.bias)
 
 
 def build_model(

@@ -73,6 +73,9 @@ class ModelSpec:
     embedding_dim: int = option(64, min=1)
     # std of the embedding tables at initialisation; None: embedding_dim ** -0.5 (unit norm)
     embedding_std: float | None = option(None, min=0.0)
+    # std of every linear layer's weights and the encoder's position table at
+    # initialisation, biases zero (BERT's initializer range); None: PyTorch's own starts
+    layer_std: float | None = option(None, min=0.0)
     side_features: dict[str, int] = field(default_factory=dict)  # name -> vocabulary size
     ks: list[int] = option([1, 5, 10, 20], min=1)
     # the run's one optimised metric (train.yaml): best checkpoint, early stop, scheduler
