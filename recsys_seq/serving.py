@@ -22,7 +22,9 @@ from data_prep import schema
 from recsys_seq.core.errors import UserError
 from recsys_seq.data.catalogue import Catalogue
 
-COLUMNS = ("user_id", "rank", "item_id", "score")
+# source: "model" (the model's score) or "popular" (an unknown user's fallback: the score is
+# the item's training count, on another scale than the model's)
+COLUMNS = ("user_id", "rank", "item_id", "score", "source")
 PART_KEY = "recsys_seq_artifact"  # parquet metadata marking a part this module wrote
 PART = "recommendation_part"
 PART_NAME = re.compile(r"part-\d+\.parquet")
@@ -43,7 +45,8 @@ def long_frame(users: torch.Tensor, items: torch.Tensor, scores: torch.Tensor) -
 
 
 def to_original_ids(frame: pl.DataFrame, data_path: Path) -> pl.DataFrame:
-    """A :func:`long_frame` as ``user_id, rank, item_id, score`` in the log's own ids."""
+    """A :func:`long_frame` as ``user_id, rank, item_id, score, source`` in the log's own
+    ids, every row ``source="model"``."""
     user_ids = pl.read_parquet(data_path / schema.USERS_FILE)
     item_ids = pl.read_parquet(data_path / schema.ITEMS_FILE)
     return (
@@ -59,6 +62,7 @@ def to_original_ids(frame: pl.DataFrame, data_path: Path) -> pl.DataFrame:
             how="left",
             maintain_order="left",
         )
+        .with_columns(source=pl.lit("model"))
         .select(COLUMNS)
     )
 
@@ -68,7 +72,8 @@ def popular_frame(
 ) -> pl.DataFrame:
     """The published table's rows for users the data does not know: each of ``user_ids``
     (canonical text) gets the catalogue's ``k`` most popular items, scored by training
-    count. The ids take the dataset's ``id_type`` when they all fit it, else stay text."""
+    count (``source="popular"``). The ids take the dataset's ``id_type`` when they all fit
+    it, else stay text."""
     top = catalogue.most_popular(k)
     users = user_ids.cast(id_type, strict=False)
     if users.null_count():
@@ -80,6 +85,7 @@ def popular_frame(
             "rank": np.tile(np.arange(1, each + 1, dtype=np.int32), n),
             "item_id": catalogue.ids(np.tile(top, n)),
             "score": np.tile(catalogue.counts[top].astype(np.float32), n),
+            "source": "popular",
         }
     )
 

@@ -238,7 +238,7 @@ def parquet_rows(expected: int) -> Callable[[Path], None]:
         import polars as pl
 
         frame = pl.read_parquet(out)
-        assert frame.columns == ["user_id", "rank", "item_id", "score"]
+        assert frame.columns == ["user_id", "rank", "item_id", "score", "source"]
         assert frame.height == expected and frame["rank"].max() == expected // 60
 
     return check

@@ -13,7 +13,12 @@ from recsys_seq.core.errors import UserError
 from recsys_seq.core.publish import OutputRefused
 from recsys_seq.metrics import target_rank
 from recsys_seq.serving import PART, PART_KEY, long_frame, to_frame
-from recsys_seq.workflows.recommend import UnknownUsers, read_user_ids, recommend
+from recsys_seq.workflows.recommend import (
+    UnknownUsers,
+    is_recommendations,
+    read_user_ids,
+    recommend,
+)
 from tests.helpers import compose_config, short_checkpoint
 
 K = 10
@@ -93,7 +98,7 @@ def test_serve_excludes_whole_history_and_maps_ids(tmp_path, checkpoint, demo_di
         tmp_path, checkpoint, f"users={ids_file}", f"output={output}", "exclude_history=true"
     )
     frame, _ = recommend(cfg, show_progress=False)
-    assert frame.columns == ["user_id", "rank", "item_id", "score"]
+    assert frame.columns == ["user_id", "rank", "item_id", "score", "source"]
     assert frame["user_id"].unique(maintain_order=True).to_list() == chosen  # file order
     assert frame.group_by("user_id").len()["len"].to_list() == [K] * len(chosen)
     written = pl.read_csv(output)
@@ -225,6 +230,9 @@ def test_unknown_user_ids_are_skipped_or_given_popular_items(
         return
     assert served == [str(known[1]), str(known[0]), "999999999999", "nobody"]
     assert info["users"] == 4
+    is_known = pl.col("user_id").cast(pl.String).is_in([str(u) for u in known])
+    assert set(frame.filter(is_known)["source"]) == {"model"}
+    assert set(frame.filter(~is_known)["source"]) == {"popular"}
     counts = pl.read_parquet(demo_dir / schema.ITEMS_FILE).sort(
         [schema.COUNT, schema.ITEM], descending=[True, False]
     )
@@ -233,3 +241,19 @@ def test_unknown_user_ids_are_skipped_or_given_popular_items(
     assert fallback["item_id"].cast(pl.Int64).to_list() == top[schema.ORIGINAL_ID].to_list()
     assert fallback["score"].to_list() == top[schema.COUNT].cast(pl.Float64).to_list()
     assert fallback["rank"].to_list() == list(range(1, K + 1))
+
+
+@pytest.mark.parametrize(
+    ("header", "ours"),
+    [
+        ("user_id,rank,item_id,score,source", True),
+        ("user_id,rank,item_id,score", True),  # written before the source column
+        ("user_id,rank,item_id", False),
+        ("user_id,rank,item_id,score,source,extra", False),
+        ("item_id,rank,user_id,score,source", False),
+    ],
+)
+def test_only_a_csv_with_a_recommendation_header_counts_as_this_commands(tmp_path, header, ours):
+    path = tmp_path / "recs.csv"
+    path.write_text(f"{header}\n1,1,2,0.5,model\n", encoding="utf-8")
+    assert is_recommendations(path) is ours

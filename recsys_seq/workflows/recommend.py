@@ -19,12 +19,12 @@ recommended, and with ``exclude_history=true`` the items of the input window sco
 For ``stage=serve`` the items of the whole known history are excluded too (it can be longer
 than the window); for ``test``/``val`` only the window, exactly as evaluation does.
 Users with fewer than K rankable items get fewer rows. The output has one row per
-(user, rank): ``user_id, rank, item_id, score`` (rank 1 = best), written atomically, users in
-the order of the users file.
+(user, rank): ``user_id, rank, item_id, score, source`` (rank 1 = best; ``source`` says whose
+score it is, as in the Python API), written atomically, users in the order of the users file.
 
 User ids the dataset does not know follow ``unknown``: ``skip`` (default: counted and left
 out), ``popular`` (the most frequent training items, scored by training count, after the
-known users) or ``error`` (nothing is written; the ids are named).
+known users, ``source="popular"``) or ``error`` (nothing is written; the ids are named).
 """
 
 from __future__ import annotations
@@ -125,12 +125,13 @@ def unknown_users(found: pl.DataFrame, policy: str, path: str | Path) -> pl.Seri
 
 def is_recommendations(path: Path) -> bool:
     """Whether ``path`` is a recommendation file this command wrote (parquet: its metadata
-    key; csv: exactly its header line)."""
+    key; csv: exactly its header line, with or without the ``source`` column that files
+    written before it lack)."""
     try:
         if path.suffix == ".parquet":
             return pl.read_parquet_metadata(path).get(ARTIFACT_KEY) == RECOMMENDATIONS
         with open(path, encoding="utf-8") as file:
-            return file.readline().rstrip("\r\n") == ",".join(COLUMNS)
+            return file.readline().rstrip("\r\n") in (",".join(COLUMNS), ",".join(COLUMNS[:-1]))
     except (OSError, UnicodeDecodeError, pl.exceptions.PolarsError):
         return False
 
