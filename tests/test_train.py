@@ -1,5 +1,6 @@
 """End to end through the real conf/: prepare, train, test, evaluate a checkpoint."""
 
+import itertools
 import json
 from pathlib import Path
 
@@ -8,6 +9,7 @@ import torch
 
 from recsys_seq.checkpoint import VocabularyMismatch
 from recsys_seq.core.options import OptionError
+from recsys_seq.models import PopularityRecommender
 from recsys_seq.workflows.evaluate import evaluate
 from recsys_seq.workflows.train import train
 from tests.helpers import compose_config, train_config
@@ -121,3 +123,26 @@ def test_eval_refuses_another_item_vocabulary(tmp_path, demo_dir):
     eval_cfg = compose_config("eval", tmp_path / "eval", [f"ckpt_path={ckpt}"])
     with pytest.raises(VocabularyMismatch, match="fingerprint"):
         evaluate(eval_cfg)
+
+
+@pytest.mark.parametrize("limit", ["debug=fast", "+trainer.limit_test_batches=2"])
+def test_a_shortened_evaluation_compares_with_popularity_on_the_same_users(
+    tmp_path, demo_dir, capsys, limit
+):
+    cfg = train_config(tmp_path, demo_dir, limit, "trainer.max_epochs=1")
+    metrics, objects = train(cfg)
+    trainer, datamodule = objects["trainer"], objects["datamodule"]
+    batches = sum(trainer.num_test_batches)
+    assert batches < len(datamodule.dataloader("test", num_replicas=1, rank=0))
+    baseline = PopularityRecommender(
+        datamodule.data.item_counts, [10], objects["model"].exclude_history
+    )
+    loader = datamodule.dataloader("test", num_replicas=1, rank=0)
+    same_users = baseline.evaluate(itertools.islice(loader, batches), "test")
+    assert metrics["popularity/test/ndcg@10"] == pytest.approx(
+        same_users["popularity/test/ndcg@10"]
+    )
+    printed = capsys.readouterr().out
+    wrote_checkpoints = (tmp_path / "checkpoints").is_dir()
+    assert ("Checkpoints:" in printed) is wrote_checkpoints
+    assert wrote_checkpoints is (limit != "debug=fast")

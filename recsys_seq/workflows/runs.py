@@ -4,6 +4,7 @@ and writing and printing results."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import logging
 import warnings
@@ -93,17 +94,23 @@ def build_datamodule(options: DataOptions) -> SequenceDataModule:
 
 
 def popularity_metrics(
-    datamodule: SequenceDataModule, ks: list[int], exclude_history: bool
+    datamodule: SequenceDataModule,
+    ks: list[int],
+    exclude_history: bool,
+    batches: Mapping[str, int] | None = None,
 ) -> dict[str, float]:
     """Validation and test metrics of the most-popular baseline, keyed ``popularity/...``.
 
-    Computed in this process over every user (no Trainer, so it also runs unchanged on rank
-    zero of a DDP job)."""
+    Computed in this process (no Trainer, so it also runs unchanged on rank zero of a DDP
+    job) over every user, or over the first ``batches[stage]`` batches where the model's own
+    evaluation was cut short (``debug=fast``, ``trainer.limit_test_batches``), so that the
+    two columns of the results table rank the same users."""
     baseline = PopularityRecommender(datamodule.data.item_counts, ks, exclude_history)
     metrics: dict[str, float] = {}
     for stage in ("val", "test"):
         loader = datamodule.dataloader(stage, num_replicas=1, rank=0)
-        metrics |= baseline.evaluate(loader, stage)
+        limit = (batches or {}).get(stage)
+        metrics |= baseline.evaluate(itertools.islice(loader, limit), stage)
     return metrics
 
 

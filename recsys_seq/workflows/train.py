@@ -9,6 +9,7 @@ recsys-train -m model.encoder.num_layers=1,2  # a Hydra sweep
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -165,7 +166,7 @@ def train(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, Any]]:
         metrics.update(runs.to_floats(result))
     if cfg.get("baselines") and trainer.is_global_zero:
         metrics |= runs.popularity_metrics(
-            datamodule, list(spec.evaluated_ks), spec.exclude_history
+            datamodule, list(spec.evaluated_ks), spec.exclude_history, evaluated_batches(trainer)
         )
     metrics["checkpoint"] = best
     if trainer.is_global_zero:
@@ -174,8 +175,20 @@ def train(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, Any]]:
             print(result_line(metrics, spec, f"job {HydraConfig.get().job.num} ({spec.name})"))
         else:
             runs.print_results(metrics, model_name=spec.name)
-            print(f"Results: {path}\nCheckpoints: {run_dir / 'checkpoints'}")
+            print(f"Results: {path}")
+            if best is not None:  # debug=fast and checkpointing=null write none
+                print(f"Checkpoints: {Path(best).parent}")
     return metrics, {"datamodule": datamodule, "model": model, "trainer": trainer}
+
+
+def evaluated_batches(trainer: L.Trainer) -> dict[str, int | None]:
+    """How many batches of each stage the model was evaluated on, over all processes (the
+    whole loader unless a limit or ``fast_dev_run`` cut it short; None: not counted)."""
+    counted = {"val": trainer.num_val_batches, "test": trainer.num_test_batches}
+    return {
+        stage: int(sum(n) * trainer.world_size) if math.isfinite(sum(n)) else None
+        for stage, n in counted.items()
+    }
 
 
 def ranker_data(data: DataOptions, options: RerankOptions) -> DataOptions:
