@@ -10,15 +10,20 @@ BIN := $(VENV)/bin
 
 .PHONY: setup demo test test-quick lint
 
-$(VENV)/.installed: pyproject.toml
+# the demo needs the core packages only; the tests add the dev extra (pytest, Dask, Optuna, ...)
+$(VENV)/.core: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet $(TORCH)
+	$(BIN)/python -m pip install --quiet -e .
+	touch $@
+
+$(VENV)/.dev: $(VENV)/.core
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
 	touch $@
 
-setup: $(VENV)/.installed
+setup: $(VENV)/.dev
 
-demo: setup
+demo: $(VENV)/.core
 	$(BIN)/recsys-train
 
 # the suite includes tests/test_wheel.py: build the wheel, install it into a fresh venv, run it
