@@ -26,7 +26,9 @@ from recsys_seq.core.run_folders import METRICS_FILE
 from recsys_seq.core.tables import Column, print_table
 from recsys_seq.data import SequenceDataModule
 from recsys_seq.data.options import DataOptions
+from recsys_seq.metrics.beyond_accuracy import HEAD_SHARE
 from recsys_seq.models import PopularityRecommender
+from recsys_seq.optimized_metric import BEYOND_ACCURACY
 
 LIGHTNING_INFO = logging.getLogger("lightning.pytorch.utilities.rank_zero")
 
@@ -44,6 +46,7 @@ def quiet_console() -> None:
     """Drop Lightning's lines that are not about the run and an internal deprecation warning
     from a run's output; everything else Lightning says is kept. Idempotent."""
     LIGHTNING_INFO.addFilter(_about_the_run)
+    _one_copy_of_lightnings_lines()
     warnings.filterwarnings("ignore", message=".*LeafSpec.*is deprecated")
     # metric values are torchmetrics results, already reduced across ranks before logging
     warnings.filterwarnings("ignore", message=".*when logging on epoch level in distributed")
@@ -51,6 +54,17 @@ def quiet_console() -> None:
     warnings.filterwarnings("ignore", message=".*custom batch sampler .* for prediction")
     # a two-stage model's frozen retriever stays in eval mode on purpose (TwoStageTask.train)
     warnings.filterwarnings("ignore", message=r".*module\(s\) in eval mode at the start")
+
+
+def _one_copy_of_lightnings_lines() -> None:
+    """Lightning's package logger prints to stderr with a handler of its own AND passes each
+    line on to the root logger, which Hydra's job logging prints to stdout: a log of both
+    streams (``recsys-train > log 2>&1``, a SLURM job's file) had every line twice. Where
+    the root logger prints, Lightning's own handler goes."""
+    package = logging.getLogger("lightning")
+    if logging.getLogger().handlers:
+        for handler in list(package.handlers):
+            package.removeHandler(handler)
 
 
 def quiet_lightning() -> None:
@@ -128,21 +142,29 @@ def write_results(run_dir: Path, metrics: dict[str, Any]) -> Path:
 
 
 def _metric_order(name: str) -> tuple:
-    """All-item metrics first, then sampled ones; by metric, then by cut-off."""
+    """All-item metrics first, then sampled ones; accuracy before beyond-accuracy; by metric,
+    then by cut-off."""
     group, _, metric = name.rpartition("/")
     base, _, k = metric.partition("@")
-    return (group, base, int(k) if k else 0)
+    return (group, base in BEYOND_ACCURACY, base, int(k) if k else 0)
 
 
 @rank_zero_only
 def print_results(metrics: Mapping[str, Any], model_name: str, stage: str = "test") -> None:
-    """A table of ``stage`` metrics for the model beside the popularity baseline; sampled
-    metrics (``sampled<n>/...``) follow the all-item ones, labelled as such."""
+    """A table of ``stage`` metrics for the model beside the popularity baseline; the
+    beyond-accuracy rows (:data:`~recsys_seq.optimized_metric.BEYOND_ACCURACY`) follow the
+    accuracy ones, and sampled metrics (``sampled<n>/...``) the all-item ones, each labelled."""
     names = sorted(
         (k.split("/", 1)[1] for k in metrics if k.startswith(f"{stage}/") and "best_" not in k),
         key=_metric_order,
     )
     title = f"{stage}: next item ranked against all items"
+    if any(name.partition("@")[0] in BEYOND_ACCURACY for name in names):
+        title += (
+            f"\n({', '.join(BEYOND_ACCURACY)} rows: the users' top-K lists across the "
+            f"catalogue;\n avg_pop in training events; tail: the items outside the head that "
+            f"holds {HEAD_SHARE:.0%} of them)"
+        )
     if any("sampled" in name for name in names):
         title += "\n(sampled<n>/ rows: against n fixed sampled negatives instead)"
     columns = [Column("metric"), Column(model_name, right=True)]

@@ -35,6 +35,7 @@ from recsys_seq.workflows.retriever import (
     plan_retriever,
     rerank_options,
 )
+from recsys_seq.workflows.run_summary import summary_lines
 from recsys_seq.workflows.trainer import build_trainer, check_trainer, trainer_errors
 
 
@@ -145,9 +146,10 @@ def train(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, Any]]:
         plan = plan_retriever(source, cfg, datamodule, run_dir, options.holdout)
         claim_run_folder(run_dir, [datamodule.path], task=task)
         model = two_stage_model(spec, plan, options, cfg.seed, datamodule, data.max_len)
-    chosen_by_data = model_values.get("exclude_history", configs.AUTO) == configs.AUTO
-    if chosen_by_data and trainer.is_global_zero and not sweep_job:
-        print(history_line(spec.exclude_history))
+    if trainer.is_global_zero and not sweep_job:
+        print("\n".join(summary_lines(spec, data, datamodule, trainer, run_dir)))
+        if model_values.get("exclude_history", configs.AUTO) == configs.AUTO:
+            print(history_line(spec.exclude_history))
     started = time.perf_counter()
     with output_errors(run_dir), trainer_errors():  # a full disk names the run folder
         trainer.fit(model, datamodule=datamodule, ckpt_path=resume, weights_only=True)
