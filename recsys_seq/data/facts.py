@@ -17,7 +17,8 @@ class DataFacts:
 
     Attributes:
         item_counts: ``(N + 1,)`` training occurrences per item (PAD 0), for losses that
-            draw negatives by popularity; None when the model only evaluates or serves.
+            draw negatives by popularity and for the beyond-accuracy metrics (popularity,
+            long tail); None when the model only serves (then no such metrics).
         sampled_negatives: fixed negatives per user in the evaluation batches (0: none).
         record: the data options as plain values, stored in every checkpoint.
         catalogue: the items' original ids, counts and item features, stored in every

@@ -1,7 +1,17 @@
-"""Ranking metrics whose states are sums and counts, so they are exact under DDP."""
+"""Ranking and beyond-accuracy metrics whose states are sums and counts, so they are exact
+under DDP."""
 
 from recsys_seq.metrics.auc import SampledAUC
+from recsys_seq.metrics.beyond_accuracy import BeyondAccuracyMetrics
 from recsys_seq.metrics.ranking import RankingMetrics, target_rank
 from recsys_seq.metrics.sampled import SampledMetrics
+from recsys_seq.metrics.top_k import top_items
 
-__all__ = ["RankingMetrics", "SampledAUC", "SampledMetrics", "target_rank"]
+__all__ = [
+    "BeyondAccuracyMetrics",
+    "RankingMetrics",
+    "SampledAUC",
+    "SampledMetrics",
+    "target_rank",
+    "top_items",
+]

@@ -1,5 +1,11 @@
 """Metrics of the held-out item among fixed sampled negatives (the SASRec and DIN papers'
-protocol): a different, far easier quantity than all-item ranking, logged apart from it."""
+protocol): a different, far easier quantity than all-item ranking, logged apart from it.
+
+No beyond-accuracy metrics here (coverage, avg_pop, gini, tail_share): a top-K of a user's
+1 + n candidates, drawn at random, says nothing about which of the catalogue's items the model
+recommends. They are computed once, over the all-item ranking
+(:mod:`recsys_seq.metrics.beyond_accuracy`), whichever protocol the accuracy uses.
+"""
 
 from __future__ import annotations
 

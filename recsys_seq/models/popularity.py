@@ -26,7 +26,7 @@ class PopularityRecommender(RankingModule):
         ks: Sequence[int] = DEFAULT_KS,
         exclude_history: bool = False,
     ) -> None:
-        super().__init__(ks, exclude_history, metric_prefix="popularity/")
+        super().__init__(ks, exclude_history, metric_prefix="popularity/", item_counts=item_counts)
         self.register_buffer("counts", torch.as_tensor(item_counts, dtype=torch.float32))
 
     def score_next(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:

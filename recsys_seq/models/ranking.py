@@ -5,9 +5,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 import lightning as L
+import numpy as np
 import torch
 
-from recsys_seq.metrics import RankingMetrics, SampledMetrics, target_rank
+from recsys_seq.metrics import (
+    BeyondAccuracyMetrics,
+    RankingMetrics,
+    SampledMetrics,
+    target_rank,
+    top_items,
+)
 from recsys_seq.metrics.ranking import DEFAULT_KS
 
 
@@ -24,10 +31,11 @@ def rankable_scores(scores: torch.Tensor, exclude: torch.Tensor | None = None) -
 
 class RankingModule(L.LightningModule):
     """Validation and test for next-item ranking against the full catalogue, plus sampled
-    metrics when the evaluation batches carry fixed ``negatives``.
+    metrics when the evaluation batches carry fixed ``negatives``, plus the beyond-accuracy
+    metrics of the all-item top-K lists when the training counts are known.
 
     Subclasses implement :meth:`score_next`. Metrics are logged as ``<prefix><stage>/<name>``,
-    e.g. ``val/ndcg@10`` or ``popularity/test/hr@10``.
+    e.g. ``val/ndcg@10``, ``popularity/test/hr@10`` or ``test/coverage@10``.
 
     Args:
         ks: metric cut-offs.
@@ -38,6 +46,8 @@ class RankingModule(L.LightningModule):
             collective step that every rank must take, whether or not it saw a batch.
         metric_prefix: prepended to every logged key (e.g. ``"popularity/"``).
         progress_metric: the logged key also shown in the progress bar (e.g. ``val/ndcg@10``).
+        item_counts: ``(N + 1,)`` training counts per item index, for the beyond-accuracy
+            metrics (:class:`BeyondAccuracyMetrics`); None (a model built to serve): none.
     """
 
     def __init__(
@@ -47,6 +57,7 @@ class RankingModule(L.LightningModule):
         sampled_negatives: int = 0,
         metric_prefix: str = "",
         progress_metric: str | None = None,
+        item_counts: np.ndarray | torch.Tensor | None = None,
     ) -> None:
         super().__init__()
         self.progress_metric = progress_metric
@@ -57,6 +68,24 @@ class RankingModule(L.LightningModule):
         self.test_metrics = RankingMetrics(ks)
         self.val_sampled = SampledMetrics(ks)
         self.test_sampled = SampledMetrics(ks)
+        self._item_counts = item_counts
+        self.val_beyond = self.beyond_accuracy()
+        self.test_beyond = self.beyond_accuracy()
+
+    def beyond_accuracy(self, **metric_options) -> BeyondAccuracyMetrics | None:
+        """Fresh beyond-accuracy metrics at this module's cut-offs (None without training
+        counts); ``metric_options`` as for torchmetrics (``sync_on_compute=False``)."""
+        if self._item_counts is None:
+            return None
+        return BeyondAccuracyMetrics(self._item_counts, self.val_metrics.ks, **metric_options)
+
+    def stage_metrics(
+        self, stage: str
+    ) -> tuple[RankingMetrics, SampledMetrics, BeyondAccuracyMetrics | None]:
+        """``(all-item, sampled, beyond-accuracy)`` metrics of ``stage`` (``val`` or ``test``)."""
+        if stage == "val":
+            return self.val_metrics, self.val_sampled, self.val_beyond
+        return self.test_metrics, self.test_sampled, self.test_beyond
 
     def score_next(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """``(B, N + 1)`` scores of every item as the next event after each input window."""
@@ -69,32 +98,40 @@ class RankingModule(L.LightningModule):
         return rankable_scores(self.score_next(batch), exclude)
 
     def _update(
-        self, batch: dict[str, torch.Tensor], full: RankingMetrics, sampled: SampledMetrics
+        self,
+        batch: dict[str, torch.Tensor],
+        full: RankingMetrics,
+        sampled: SampledMetrics,
+        beyond: BeyondAccuracyMetrics | None,
     ) -> None:
         scores = self.ranking_scores(batch)  # (B, N + 1)
         full.update(target_rank(scores, batch["target"]))
+        if beyond is not None:  # the lists the ranking metrics rank in: PAD, history -inf
+            beyond.update(*top_items(scores, beyond.max_k))
         if "negatives" in batch:
             candidates = torch.cat([batch["target"][:, None], batch["negatives"]], 1)
             sampled.update(scores.gather(1, candidates), weight=batch["lengths"])
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
-        self._update(batch, self.val_metrics, self.val_sampled)
+        self._update(batch, *self.stage_metrics("val"))
 
     def test_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
-        self._update(batch, self.test_metrics, self.test_sampled)
+        self._update(batch, *self.stage_metrics("test"))
 
     def _keys(self, stage: str, values: dict[str, torch.Tensor], sampled: int = 0) -> dict:
         """``<prefix><stage>/<metric>@<k>``, or ``.../sampled<n>/...`` for sampled metrics."""
         name = f"{self.metric_prefix}{stage}" + (f"/sampled{sampled}" if sampled else "")
         return {f"{name}/{k}": v.float() for k, v in values.items()}
 
-    def _log_stage(
-        self, stage: str, full: RankingMetrics, sampled: SampledMetrics
-    ) -> dict[str, torch.Tensor]:
-        """Log (and reset) one stage's metrics; returns the all-item values."""
+    def _log_stage(self, stage: str) -> dict[str, torch.Tensor]:
+        """Log (and reset) one stage's metrics; returns the all-item ranking values."""
+        full, sampled, beyond = self.stage_metrics(stage)
         if self.sampled_negatives:
             self.log_dict(self._keys(stage, sampled.compute(), sampled=self.sampled_negatives))
             sampled.reset()
+        if beyond is not None:
+            self.log_dict(self._keys(stage, beyond.compute()))
+            beyond.reset()
         values = full.compute()  # synced across ranks: sums and counts, then means
         full.reset()
         logged = self._keys(stage, values)
@@ -105,10 +142,10 @@ class RankingModule(L.LightningModule):
         return values
 
     def on_validation_epoch_end(self) -> None:
-        self._log_stage("val", self.val_metrics, self.val_sampled)
+        self._log_stage("val")
 
     def on_test_epoch_end(self) -> None:
-        self._log_stage("test", self.test_metrics, self.test_sampled)
+        self._log_stage("test")
 
     @torch.no_grad()
     def evaluate(self, dataloader: Iterable[dict[str, torch.Tensor]], stage: str) -> dict:
@@ -119,11 +156,14 @@ class RankingModule(L.LightningModule):
         local = {"sync_on_compute": False}
         ks = self.val_metrics.ks
         full, sampled = RankingMetrics(ks, **local), SampledMetrics(ks, **local)
+        beyond = self.beyond_accuracy(**local)
         negatives = 0
         for batch in dataloader:
-            self._update(batch, full, sampled)
+            self._update(batch, full, sampled, beyond)
             negatives = batch["negatives"].shape[1] if "negatives" in batch else 0
         values = self._keys(stage, full.compute())
+        if beyond is not None:
+            values |= self._keys(stage, beyond.compute())
         if negatives:
             values |= self._keys(stage, sampled.compute(), sampled=negatives)
         return {k: float(v) for k, v in values.items()}

@@ -26,8 +26,9 @@ OPTIMIZERS = {"adamw": torch.optim.AdamW, "adam": torch.optim.Adam}
 
 
 class NextItemTask(RankingModule):
-    """Next-item recommendation: the loss in training, all-item ranking metrics in
-    validation and test (:class:`RankingModule`), top-K lists in prediction.
+    """Next-item recommendation: the loss in training, all-item ranking metrics (and, with
+    the data's training counts, beyond-accuracy ones) in validation and test
+    (:class:`RankingModule`), top-K lists in prediction.
 
     Every model of the project is this task over a different :class:`NextItemModel`
     (SASRec: self-attention + dot product; GRU4Rec: GRU + dot product; DIN: identity + target
@@ -48,6 +49,7 @@ class NextItemTask(RankingModule):
             spec.exclude_history,
             facts.sampled_negatives,
             progress_metric=spec.optimized_metric,
+            item_counts=facts.item_counts,
         )
         self.spec = spec
         self.model = model
@@ -71,7 +73,7 @@ class NextItemTask(RankingModule):
         return loss
 
     def on_validation_epoch_end(self) -> None:
-        values = self._log_stage("val", self.val_metrics, self.val_sampled)
+        values = self._log_stage("val")
         if self.trainer.sanity_checking:
             return
         self.val_best(values[self.spec.optimized_metric.removeprefix("val/")])

@@ -31,7 +31,9 @@ Logged beside the pipeline's ``<stage>/<metric>@<k>``: ``retriever/<stage>/...``
 alone, the same users, with ``hr@K``, the candidate recall that bounds any re-ranker) and
 ``ranker/<stage>/auc``/``gauc`` beside ``retriever/<stage>/auc``/``gauc`` (the target against
 the other candidates, for users whose target is among them, in the ranker's and in the
-retriever's order). All are sums over users, exact under DDP.
+retriever's order). The beyond-accuracy metrics (``coverage@k``, ...) read the final ranking's
+top-k lists, what the pipeline serves, and ``retriever/<stage>/coverage@k`` the retriever's own
+lists. All are sums over users, exact under DDP.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from recsys_seq.data.facts import DataFacts
-from recsys_seq.metrics import RankingMetrics, SampledMetrics
+from recsys_seq.metrics import RankingMetrics, SampledMetrics, top_items
 from recsys_seq.metrics.auc import SampledAUC
 from recsys_seq.models.losses import CandidateBCELoss, cut_visibility, positive_first_bce
 from recsys_seq.models.network import NextItemModel
@@ -87,6 +89,19 @@ class Candidates:
     def retriever_ranks(self, items: torch.Tensor) -> torch.Tensor:
         """``(B, M)`` 0-based pessimistic ranks of ``items (B, M)`` in the retriever's order."""
         return count_at_least(self.retriever_scores, self.retriever_scores.gather(1, items)) - 1
+
+    def top(self, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(items, valid)``, each ``(B, W)`` with ``W <= k``: the first ``k`` of the final
+        ranking, the candidates in :meth:`ranked` order, then the other items in the
+        retriever's (:func:`~recsys_seq.metrics.top_items`); ``valid`` False for a slot with
+        no rankable item left."""
+        items, scores = self.ranked()
+        valid = scores > float("-inf")
+        if k > items.shape[1]:
+            others = self.retriever_scores.scatter(1, self.items, float("-inf"))
+            more, more_valid = top_items(others, k - items.shape[1])
+            items, valid = torch.cat([items, more], 1), torch.cat([valid, more_valid], 1)
+        return items[:, :k], valid[:, :k]
 
     def positions(
         self, items: torch.Tensor, retriever_rank: torch.Tensor | None = None
@@ -198,6 +213,11 @@ class TwoStageTask(NextItemTask):
         self.retriever_sampled = nn.ModuleDict(
             {stage: SampledMetrics(spec.evaluated_ks) for stage in ("val", "test")}
         )
+        self.retriever_beyond = nn.ModuleDict(
+            {}
+            if self.val_beyond is None
+            else {stage: self.beyond_accuracy() for stage in ("val", "test")}
+        )
         # within the candidates: the ranker's order, and the retriever's for comparison
         self.candidate_auc = nn.ModuleDict(
             {
@@ -304,17 +324,16 @@ class TwoStageTask(NextItemTask):
     # -- evaluation and serving --------------------------------------------------------
 
     def _update_stage(self, batch: dict[str, torch.Tensor], stage: str) -> None:
-        full, sampled = (
-            (self.val_metrics, self.val_sampled)
-            if stage == "val"
-            else (self.test_metrics, self.test_sampled)
-        )
+        full, sampled, beyond = self.stage_metrics(stage)
         exclude = batch["items"] if self.exclude_history else None
         both = self.candidates(batch, exclude)
         target = batch["target"][:, None]
         retriever_rank = both.retriever_ranks(target)  # (B, 1), for both stages' metrics
         full.update(both.positions(target, retriever_rank)[:, 0])
         self.retriever_metrics[stage].update(retriever_rank[:, 0])
+        if beyond is not None:
+            beyond.update(*both.top(beyond.max_k))
+            self.retriever_beyond[stage].update(*top_items(both.retriever_scores, beyond.max_k))
         if "negatives" in batch:
             items = torch.cat([target, batch["negatives"]], 1)
             sampled.update(-both.positions(items).double(), weight=batch["lengths"])
@@ -343,9 +362,11 @@ class TwoStageTask(NextItemTask):
 
     def _log_companions(self, stage: str) -> None:
         """Log (and reset) the retriever's and the ranker's own metrics of ``stage``."""
+        alone = [self.retriever_metrics[stage]]
+        if stage in self.retriever_beyond:
+            alone.append(self.retriever_beyond[stage])
         retriever = {
-            f"retriever/{stage}/{k}": v.float()
-            for k, v in self.retriever_metrics[stage].compute().items()
+            f"retriever/{stage}/{k}": v.float() for part in alone for k, v in part.compute().items()
         }
         if self.sampled_negatives:
             n = self.sampled_negatives
@@ -358,8 +379,8 @@ class TwoStageTask(NextItemTask):
             retriever |= {f"{who}/{stage}/{k}": v.float() for k, v in auc.compute().items()}
             auc.reset()
         self.log_dict(retriever)
-        self.retriever_metrics[stage].reset()
-        self.retriever_sampled[stage].reset()
+        for part in (*alone, self.retriever_sampled[stage]):
+            part.reset()
 
     def on_validation_epoch_end(self) -> None:
         super().on_validation_epoch_end()

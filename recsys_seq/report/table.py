@@ -1,8 +1,10 @@
 """The runs as one table (``report.csv``: every metric) and its markdown (key metrics only).
 
 The key metrics follow what the runs optimised: the test value of each run's optimised metric
-and HR at the same cut-off (those the bar plot shows), and each run's best validation value of
-its own optimised metric (``val/best_<name>``, in one column ``best_val``).
+and HR at the same cut-off (those the bar plot shows), each run's best validation value of
+its own optimised metric (``val/best_<name>``, in one column ``best_val``), and the
+beyond-accuracy metrics at the same cut-off (coverage, avg_pop, gini, tail_share of the top-K
+lists), so a gain in accuracy bought with the same few popular items shows beside it.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import polars as pl
 
 from recsys_seq.core import tables
 from recsys_seq.core.tables import Column
-from recsys_seq.optimized_metric import best_key
+from recsys_seq.optimized_metric import BEYOND_ACCURACY, best_key, cutoff
 from recsys_seq.report.runs import Run, key_metrics
 
 RUN_COLUMNS = ("run", "model", "dataset", "overrides", "optimized_metric", "debug")
@@ -46,15 +48,16 @@ def table(runs: Sequence[Run]) -> pl.DataFrame:
 def markdown(frame: pl.DataFrame) -> str:
     """The key columns of :func:`table` as a markdown pipe table: the test metrics the runs
     optimised (and HR at the same cut-off), each run's optimised metric and best validation
-    value, popularity's test values, the first test metric as a multiple of popularity's, and
-    the training time."""
-    tests = key_metrics(frame["optimized_metric"].unique(maintain_order=True).to_list())
+    value, popularity's test values, the first test metric as a multiple of popularity's, the
+    beyond-accuracy test metrics at the optimised cut-offs, and the training time."""
+    optimized = frame["optimized_metric"].unique(maintain_order=True).to_list()
+    tests = key_metrics(optimized)
     lead, baseline = tests[0], f"popularity/{tests[0]}"
     ratio = f"{lead} vs popularity"
     if {lead, baseline} <= set(frame.columns):
         frame = frame.with_columns((pl.col(lead) / pl.col(baseline)).alias(ratio))
     shown = [*tests, "optimized_metric", "best_val", *(f"popularity/{m}" for m in tests), ratio]
-    shown += [*TRAILING, "debug"]
+    shown += [*beyond_accuracy_metrics(optimized), *TRAILING, "debug"]
     columns = ["run", "model", "dataset", "overrides"]
     columns += [c for c in shown if c in frame.columns and frame[c].null_count() < frame.height]
     rows = [
@@ -63,6 +66,13 @@ def markdown(frame: pl.DataFrame) -> str:
     ]
     heads = [Column(c, right=frame.schema[c] == pl.Float64) for c in columns]
     return tables.markdown(heads, rows)
+
+
+def beyond_accuracy_metrics(optimized: Sequence[str]) -> list[str]:
+    """``test/<coverage|avg_pop|gini|tail_share>@<k>`` at the cut-offs of the ``optimized``
+    validation metrics."""
+    ks = dict.fromkeys(cutoff(m) for m in optimized if "@" in m)
+    return [f"test/{name}@{k}" for k in ks for name in BEYOND_ACCURACY]
 
 
 def _cell(column: str, value: object) -> str:
