@@ -103,23 +103,37 @@ def test_metrics_figure_one_panel_per_dataset_with_its_own_axis(two_datasets):
     assert_legends_outside(fig)
 
 
-def assert_legends_outside(fig) -> None:
+def assert_legends_outside(fig, axes=None) -> None:
+    """Each of ``axes`` (all the figure's) has its legend right of its data, inside the image."""
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
-    for ax in fig.axes:
+    for ax in axes or fig.axes:
         box, data = ax.get_legend().get_window_extent(renderer), ax.get_window_extent(renderer)
         assert box.x0 >= data.x1, "the legend overlaps the data area"
         assert box.x1 <= fig.bbox.x1, "the legend is cut off"
 
 
-def test_curves_figure_one_panel_per_dataset_legend_outside(two_datasets):
+def test_curves_figure_one_row_per_dataset_legend_outside(two_datasets):
     fig = curves_figure(load_runs(two_datasets))
-    demo, lastfm = fig.axes
-    assert len(demo.get_lines()) == 4 and len(lastfm.get_lines()) == 2
-    assert list(lastfm.get_lines()[0].get_ydata()) == [0.001, 0.003, 0.002]
-    assert demo.get_ylim()[0] > 0.05 and lastfm.get_ylim()[1] < 0.01
+    demo, demo_loss, lastfm, lastfm_loss = fig.axes
+    # per run: its curve and its best-epoch star; then popularity's line
+    assert len(demo.get_lines()) == 2 * 4 + 1 and len(lastfm.get_lines()) == 2 * 2 + 1
+    curve, star = lastfm.get_lines()[:2]
+    assert list(curve.get_ydata()) == [0.001, 0.003, 0.002]
+    assert (list(star.get_xdata()), list(star.get_ydata())) == ([1], [0.003])
+    assert star.get_color() == curve.get_color() and star.get_marker() == "*"
+    popularity = lastfm.get_lines()[-1]
+    assert list(popularity.get_ydata()) == [pytest.approx(0.002 * 0.25)] * 2
+    assert popularity.get_label().startswith("popularity val/ndcg@10")
+    assert demo.get_ylim()[0] > 0.04 and lastfm.get_ylim()[1] < 0.01
     assert demo.get_ylabel() == "val/ndcg@10"
-    assert_legends_outside(fig)
+    # the mean training loss of each epoch, in its run's colour
+    assert len(demo_loss.get_lines()) == 4 and len(lastfm_loss.get_lines()) == 2
+    loss = lastfm_loss.get_lines()[0]
+    assert list(loss.get_ydata()) == pytest.approx([4.75, 3.75, 2.75])
+    assert loss.get_color() == curve.get_color()
+    assert demo.get_legend() is None and lastfm.get_legend() is None  # one legend per row
+    assert_legends_outside(fig, [demo_loss, lastfm_loss])
 
 
 def test_bars_and_table_follow_the_optimized_metric(tmp_path):
@@ -161,8 +175,12 @@ def test_mixed_optimized_metrics_in_one_panel_are_named_per_line(tmp_path):
     write_run(tmp_path / "1", ["model=gru"], config={"optimized_metric": "val/hr@10"})
     fig = curves_figure(load_runs(tmp_path))
     assert fig.axes[0].get_ylabel() == "optimised metric"
-    names = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
-    assert names == ["gru\n(0)\n(val/ndcg@10)", "gru\n(1)\n(val/hr@10)"]
+    names = [t.get_text() for t in fig.axes[1].get_legend().get_texts()]  # right of the row
+    assert names[:2] == ["gru\n(0)\n(val/ndcg@10)", "gru\n(1)\n(val/hr@10)"]
+    assert [n.split(" (")[0] for n in names[2:]] == [
+        "popularity val/hr@10",
+        "popularity val/ndcg@10",
+    ]
 
 
 def test_no_figure_without_metrics_or_curves(tmp_path):

@@ -20,8 +20,9 @@ recsys-report did not write is refused):
   values of the metric the runs optimised (``optimized_metric``) and of HR at the same k.
 * ``report/metrics.png``: those test metrics per run, one panel per dataset (each its own
   y-axis), the popularity baseline as dashed reference lines.
-* ``report/val_curves.png``: per epoch, the validation metric each run optimised, from its
-  CSV, TensorBoard or MLflow log (:mod:`recsys_seq.report.curves`), one panel per dataset.
+* ``report/val_curves.png``: per epoch, the validation metric each run optimised (its best
+  epoch starred, popularity's value dashed) and the mean training loss, from its CSV,
+  TensorBoard or MLflow log (:mod:`recsys_seq.report.curves`), one row per dataset.
 * ``report/length_histogram_<dataset>.png``: each dataset's length histogram, copied from the
   prepared dataset folder (``data.path``).
 

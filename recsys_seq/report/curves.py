@@ -1,4 +1,5 @@
-"""A run's validation curve (the optimised metric per epoch), from whichever log the run wrote.
+"""A run's curves (the optimised validation metric, and the training loss, per epoch), from
+whichever log the run wrote.
 
 The loggers of ``conf/logger`` write to three places, tried in this order:
 
@@ -17,8 +18,9 @@ The loggers of ``conf/logger`` write to three places, tried in this order:
   ``val/ndcg10``.
 
 TensorBoard and MLflow log against the global step; each also logs ``epoch`` at the same
-steps, which maps a value to its epoch. Every curve is one value per epoch (the last: a
-resumed run logs an epoch twice). Nothing in a log is evaluated: numbers are parsed as
+steps, which maps a value to its epoch. Every curve is one value per epoch: a validation
+metric's last (a resumed run logs an epoch twice), the training loss's mean over the steps
+logged in the epoch (``per_epoch="mean"``). Nothing in a log is evaluated: numbers are parsed as
 numbers, and a log that does not parse makes the run unreadable (:class:`UnreadableRun`).
 """
 
@@ -28,6 +30,7 @@ import importlib.util
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import polars as pl
 
@@ -39,6 +42,8 @@ MLFLOW_RUN_TAG = "run_dir"  # conf/logger/mlflow.yaml tags each MLflow run with 
 MLFLOW_DROPPED = re.compile(r"[^a-zA-Z0-9_/. -]+")
 MLFLOW_COLUMNS = {"timestamp": pl.Int64, "value": pl.Float64, "step": pl.Int64}
 READ_ERRORS = (OSError, pl.exceptions.PolarsError, pl.exceptions.PanicException)
+LOSS = "train/loss"  # logged every few steps by the tasks
+PerEpoch = Literal["last", "mean"]
 
 
 @dataclass(frozen=True)
@@ -50,20 +55,25 @@ class Curve:
     unread: str | None = None  # a log that exists but cannot be read here, and why
 
 
-def read_curve(run: Path, metric: str, config: dict, runtime_cwd: str | None) -> Curve:
-    """``metric`` (``val/ndcg@10``) per epoch from the run's first log that holds it.
+def read_curve(
+    run: Path, metric: str, config: dict, runtime_cwd: str | None, per_epoch: PerEpoch = "last"
+) -> Curve:
+    """``metric`` (``val/ndcg@10``, :data:`LOSS`) per epoch from the run's first log that
+    holds it.
 
     Args:
         run: the run folder.
-        metric: the validation metric's full key.
+        metric: the metric's full key.
         config: the run's config.yaml (for the MLflow store).
         runtime_cwd: where the run was started (``hydra.runtime.cwd``), which a relative
             tracking URI is relative to.
+        per_epoch: the epoch's ``last`` value (a metric logged once an epoch) or the ``mean``
+            of its values (one logged every few steps).
 
     Raises:
         UnreadableRun: a log file that does not parse as its logger writes it.
     """
-    points = _csv_curve(run, metric)
+    points = _csv_curve(run, metric, per_epoch)
     if points is not None:
         return Curve(points, "csv")
     unread = None
@@ -75,7 +85,7 @@ def read_curve(run: Path, metric: str, config: dict, runtime_cwd: str | None) ->
                 'is not installed (pip install tensorboard, or pip install -e ".[tensorboard]")'
             )
         else:
-            points = _tensorboard_curve(events[-1], metric, run)
+            points = _tensorboard_curve(events[-1], metric, run, per_epoch)
             if points is not None:
                 return Curve(points, "tensorboard")
     tracking_uri = lookup(config, "logger", "mlflow", "tracking_uri")
@@ -84,7 +94,7 @@ def read_curve(run: Path, metric: str, config: dict, runtime_cwd: str | None) ->
         if isinstance(store, str):
             unread = unread or store
         else:
-            points = _mlflow_curve(store, metric, run, config)
+            points = _mlflow_curve(store, metric, run, config, per_epoch)
             if points is not None:
                 return Curve(points, "mlflow")
     return Curve(unread=unread)
@@ -95,7 +105,7 @@ def tensorboard_installed() -> bool:
     return importlib.util.find_spec("tensorboard") is not None
 
 
-def _csv_curve(run: Path, metric: str) -> pl.DataFrame | None:
+def _csv_curve(run: Path, metric: str, per_epoch: PerEpoch) -> pl.DataFrame | None:
     files = sorted((run / CSV_DIR).rglob("metrics.csv")) if (run / CSV_DIR).is_dir() else []
     if not files:
         return None
@@ -113,10 +123,12 @@ def _csv_curve(run: Path, metric: str) -> pl.DataFrame | None:
         return None  # (checked before the types: such a column has no numeric type)
     if not (curve.schema["epoch"].is_integer() and curve.schema["value"].is_numeric()):
         raise UnreadableRun(f"{name} has a non-numeric epoch or {metric} column")
-    return _per_epoch(curve, name, metric)
+    return _per_epoch(curve, name, metric, per_epoch)
 
 
-def _tensorboard_curve(folder: Path, metric: str, run: Path) -> pl.DataFrame | None:
+def _tensorboard_curve(
+    folder: Path, metric: str, run: Path, per_epoch: PerEpoch
+) -> pl.DataFrame | None:
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     name = folder.relative_to(run)
@@ -141,7 +153,7 @@ def _tensorboard_curve(folder: Path, metric: str, run: Path) -> pl.DataFrame | N
             schema={"step": pl.Int64, "epoch": pl.Float64},
         ),
     )
-    return _per_epoch(curve, f"{name}/", metric)
+    return _per_epoch(curve, f"{name}/", metric, per_epoch)
 
 
 def _mlflow_store(tracking_uri: str, run: Path, runtime_cwd: str | None) -> Path | str:
@@ -158,7 +170,9 @@ def _mlflow_store(tracking_uri: str, run: Path, runtime_cwd: str | None) -> Path
     return f"it logged to MLflow at {tracking_uri}, which is not found"
 
 
-def _mlflow_curve(store: Path, metric: str, run: Path, config: dict) -> pl.DataFrame | None:
+def _mlflow_curve(
+    store: Path, metric: str, run: Path, config: dict, per_epoch: PerEpoch
+) -> pl.DataFrame | None:
     """The metric from every MLflow run tagged with this run folder (a resumed run starts a
     new MLflow run), later values last."""
     wanted = {str(run.resolve()), lookup(config, "paths", "output_dir")} - {None}
@@ -174,7 +188,8 @@ def _mlflow_curve(store: Path, metric: str, run: Path, config: dict) -> pl.DataF
     if not parts:
         return None
     where = f"the MLflow store {store}"
-    return _per_epoch(pl.concat(parts).sort("timestamp").drop("timestamp"), where, metric)
+    curve = pl.concat(parts).sort("timestamp").drop("timestamp")
+    return _per_epoch(curve, where, metric, per_epoch)
 
 
 def _mlflow_metric(path: Path, store: Path) -> pl.DataFrame | None:
@@ -212,14 +227,16 @@ def _with_epochs(values: pl.DataFrame, epochs: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _per_epoch(curve: pl.DataFrame, where: object, metric: str) -> pl.DataFrame | None:
-    """``epoch, value`` rows, one per epoch; None without any."""
+def _per_epoch(
+    curve: pl.DataFrame, where: object, metric: str, per_epoch: PerEpoch
+) -> pl.DataFrame | None:
+    """``epoch, value`` rows, one per epoch (see :func:`read_curve`); None without any."""
     if curve.is_empty():
         return None
     if curve["epoch"].null_count() or not curve["value"].cast(pl.Float64).is_finite().all():
         raise UnreadableRun(f"{where} has a {metric} row without an epoch or a finite value")
     return (
         curve.group_by("epoch")
-        .agg(pl.col("value").last())  # one value per epoch (resumed runs log twice)
+        .agg(pl.col("value").mean() if per_epoch == "mean" else pl.col("value").last())
         .sort("epoch")
     )

@@ -1,5 +1,5 @@
-"""The report's images: test metrics per run, the optimised validation metric per epoch, and
-each dataset's length histogram copied from its prepared folder.
+"""The report's images: test metrics per run, the optimised validation metric and the training
+loss per epoch, and each dataset's length histogram copied from its prepared folder.
 
 Each figure has one panel per dataset, each with its own y-axis (a small dataset's values are
 not flattened by a large one's), the legend to the right of its panel (never over the data
@@ -142,49 +142,91 @@ def metrics_figure(runs: Sequence[Run]) -> plt.Figure | None:
 
 
 def curves_figure(runs: Sequence[Run]) -> plt.Figure | None:
-    """The optimised validation metric per epoch, one line per run, one panel per dataset."""
+    """Per dataset, two panels side by side: the optimised validation metric per epoch (each
+    run's best epoch starred, popularity's value dashed) and the mean training loss per epoch,
+    one line per run in the same colour and style in both."""
     runs = [r for r in runs if r.curve is not None and r.curve.height]
     if not runs:
         return None
     groups = by_dataset(runs)
     common = labels.shared(runs)
     names = {d: labels.labels(g, labels.shared(g)) for d, g in groups.items()}
-    # each panel at least as tall as its legend (one line of it ~ 0.16 inch)
+    # each row at least as tall as its legend (one line of it ~ 0.16 inch)
     heights = [max(3.4, 0.16 * sum(n.count("\n") + 1.6 for n in names[d])) for d in groups]
     fig, axes = plt.subplots(
         len(groups),
-        1,
-        figsize=(8.0 + LEGEND_WIDTH, sum(heights) + 0.8),
+        2,
+        figsize=(11.0 + LEGEND_WIDTH, sum(heights) + 0.8),
         squeeze=False,
         layout="constrained",
         gridspec_kw={"height_ratios": heights},
     )
-    markers = "osD^vP*X"
-    styles = ("-", "--", "-.", ":")
-    for ax, (dataset, group) in zip(axes[:, 0], groups.items(), strict=True):
+    for (metric_ax, loss_ax), (dataset, group) in zip(axes, groups.items(), strict=True):
         metrics = sorted({r.metric for r in group})
-        for i, (r, name) in enumerate(zip(group, names[dataset], strict=True)):
-            # distinct markers and dashes (hollow on every other run): runs with identical
-            # early epochs (same seed, different max_epochs) stay visible on top of each other
-            ax.plot(
-                r.curve["epoch"],
-                r.curve["value"],
-                marker=markers[i % len(markers)],
-                linestyle=styles[i % len(styles)],
-                markersize=9 if i % 2 == 0 else 6,
-                markerfacecolor="none" if i % 2 == 0 else None,
-                label=name if len(metrics) == 1 else f"{name}\n({r.metric})",
-            )
-        epochs = sorted({int(e) for r in group for e in r.curve["epoch"]})
-        if len(epochs) <= 20:
-            ax.set_xticks(epochs)
-        ax.set_xlabel("epoch", fontsize=9)
-        ax.set_ylabel(metrics[0] if len(metrics) == 1 else "optimised metric", fontsize=9)
-        ax.set_title(_panel_title(dataset, group, common), fontsize=9, loc="left")
-        ax.grid(alpha=0.3)
-        ax.legend(**LEGEND)
-    _title(fig, "Validation metric each run optimised, per epoch", common)
+        for i, (run, name) in enumerate(zip(group, names[dataset], strict=True)):
+            label = name if len(metrics) == 1 else f"{name}\n({run.metric})"
+            line = _curve(metric_ax, run.curve, i, label)
+            best = run.curve.row(run.curve["value"].arg_max(), named=True)
+            metric_ax.plot(best["epoch"], best["value"], "*", color=line.get_color(), ms=14)
+            if run.loss is not None and run.loss.height:
+                _curve(loss_ax, run.loss, i, None, color=line.get_color())
+        _popularity_lines(metric_ax, group)
+        _epoch_axis(metric_ax, group)
+        _epoch_axis(loss_ax, group)
+        metric_ax.set_ylabel(metrics[0] if len(metrics) == 1 else "optimised metric", fontsize=9)
+        metric_ax.set_title(_panel_title(dataset, group, common), fontsize=9, loc="left")
+        loss_ax.set_ylabel("training loss (mean of the epoch)", fontsize=9)
+        loss_ax.set_title("training loss", fontsize=9, loc="left")
+        handles, texts = metric_ax.get_legend_handles_labels()
+        loss_ax.legend(handles, texts, **LEGEND)
+    _title(fig, "Validation metric each run optimised (*: best epoch) and training loss", common)
     return fig
+
+
+MARKERS = "osD^vP*X"
+STYLES = ("-", "--", "-.", ":")
+
+
+def _curve(ax: plt.Axes, points, i: int, label: str | None, **style) -> plt.Line2D:
+    """Run ``i``'s ``epoch, value`` line; distinct markers and dashes (hollow on every other
+    run), so runs with identical early epochs (same seed, different max_epochs) stay visible
+    on top of each other."""
+    (line,) = ax.plot(
+        points["epoch"],
+        points["value"],
+        marker=MARKERS[i % len(MARKERS)],
+        linestyle=STYLES[i % len(STYLES)],
+        markersize=9 if i % 2 == 0 else 6,
+        markerfacecolor="none" if i % 2 == 0 else None,
+        label=label,
+        **style,
+    )
+    return line
+
+
+def _popularity_lines(ax: plt.Axes, group: Sequence[Run]) -> None:
+    """The popularity baseline's value of each optimised metric (its validation figure, as
+    the runs wrote it), dashed grey: the floor a model has to clear."""
+    for metric in sorted({r.metric for r in group}):
+        values = [r.metrics.get(f"popularity/{metric}") for r in group if r.metric == metric]
+        values = [float(v) for v in values if isinstance(v, int | float)]
+        if values:
+            value = sum(values) / len(values)
+            ax.axhline(
+                value,
+                color="grey",
+                linestyle="--",
+                linewidth=1.2,
+                label=f"popularity {metric} ({value:.3f})",
+            )
+
+
+def _epoch_axis(ax: plt.Axes, group: Sequence[Run]) -> None:
+    epochs = sorted({int(e) for r in group for e in r.curve["epoch"]})
+    if len(epochs) <= 20:
+        ax.set_xticks(epochs)
+    ax.set_xlabel("epoch", fontsize=9)
+    ax.grid(alpha=0.3)
 
 
 def copy_histograms(runs: Sequence[Run], folder: Path) -> list[Path]:

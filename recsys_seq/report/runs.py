@@ -24,7 +24,7 @@ import polars as pl
 from recsys_seq.core.errors import UserError
 from recsys_seq.core.run_folders import CONFIG_FILE, METRICS_FILE
 from recsys_seq.optimized_metric import DEFAULT as DEFAULT_METRIC
-from recsys_seq.report.curves import read_curve
+from recsys_seq.report.curves import LOSS, read_curve
 from recsys_seq.report.debug import debug_reason
 from recsys_seq.report.files import (
     HYDRA_CONFIG_FILE,
@@ -69,6 +69,7 @@ class Run:
     curve: pl.DataFrame | None = field(default=None, repr=False)  # epoch, value (of metric)
     curve_source: str | None = None  # the log the curve was read from (csv, tensorboard, ...)
     curve_unread: str | None = None  # why a log the run wrote gave no curve
+    loss: pl.DataFrame | None = field(default=None, repr=False)  # epoch, mean training loss
     debug: str | None = None  # what makes it a debug run (debug=fast), None for a real one
 
     @property
@@ -147,7 +148,9 @@ def load_run(run: Path, root: Path) -> Run:
     overrides = load_overrides(run)
     data_path = lookup(config, "data", "path") or _source_path(config)
     metric = optimized_metric(config, config_file(run) or CONFIG_FILE)
-    curve = read_curve(run, metric, config, lookup(hydra, "hydra", "runtime", "cwd"))
+    runtime_cwd = lookup(hydra, "hydra", "runtime", "cwd")
+    curve = read_curve(run, metric, config, runtime_cwd)
+    loss = read_curve(run, LOSS, config, runtime_cwd, per_epoch="mean")
     debug_choice = lookup(hydra, "hydra", "runtime", "choices", "debug")
     relative = run.relative_to(root)
     return Run(
@@ -162,6 +165,7 @@ def load_run(run: Path, root: Path) -> Run:
         curve=curve.points,
         curve_source=curve.source,
         curve_unread=curve.unread,
+        loss=loss.points,
         debug=debug_reason(config, overrides, debug_choice),
     )
 

@@ -17,7 +17,8 @@ def write_run(
     curve: list[float] | None = (0.1, 0.15),
 ) -> Path:
     """A run folder as recsys-train writes it: metrics.json, config.yaml, .hydra/overrides.yaml
-    and (unless ``curve`` is None) csv/metrics.csv with one validation row per epoch."""
+    and (unless ``curve`` is None) csv/metrics.csv with, per epoch, two training-loss rows
+    (``4.5 - epoch`` and ``5 - epoch``: mean ``4.75 - epoch``) and one validation row."""
     folder.mkdir(parents=True)
     metric = str((config or {}).get("optimized_metric", "val/ndcg@10"))
     name = metric.removeprefix("val/")
@@ -26,6 +27,7 @@ def write_run(
     }
     metrics |= {f"popularity/{k}": v / 4 for k, v in metrics.items()}
     metrics |= {f"val/best_{name}": scale * 0.9, "fit/epochs": 2, "checkpoint": None}
+    metrics |= {f"popularity/val/{name}": scale * 0.25}
     (folder / "metrics.json").write_text(json.dumps(metrics))
     model = next((o.split("=")[1] for o in overrides if o.startswith("model=")), "sasrec")
     base = {
@@ -38,7 +40,16 @@ def write_run(
     (folder / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
     if curve is not None:
         (folder / "csv").mkdir()
-        pl.DataFrame({"epoch": range(len(curve)), metric: list(curve)}).write_csv(
+        rows = [
+            row
+            for epoch, value in enumerate(curve)
+            for row in (
+                {"epoch": epoch, "step": 2 * epoch, "train/loss": 5.0 - epoch, metric: None},
+                {"epoch": epoch, "step": 2 * epoch + 1, "train/loss": 4.5 - epoch, metric: None},
+                {"epoch": epoch, "step": 2 * epoch + 1, "train/loss": None, metric: value},
+            )
+        ]
+        pl.DataFrame(rows, schema_overrides={metric: pl.Float64}).write_csv(
             folder / "csv" / "metrics.csv"
         )
     return folder
