@@ -1,6 +1,7 @@
 """Every registered encoder keeps the SequenceEncoder contract; optimiser groups decay only
 weight matrices."""
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -127,3 +128,35 @@ def test_norm_placement_decides_whether_each_block_hands_on_a_normalised_stream(
         real.mean(-1), torch.zeros(len(real)), atol=1e-4
     ) and torch.allclose(real.var(-1, unbiased=False), torch.ones(len(real)), atol=1e-3)
     assert normalised == (norm == "post")
+
+
+@pytest.mark.parametrize("optimizer", ["adamw", "adam"])
+def test_the_optimizer_steps_fused_and_as_the_looped_one_would(optimizer):
+    """One kernel over all tensors (the item table dominates a small step) with the same
+    arithmetic as torch's per-tensor loop."""
+
+    def trained(fused: bool | None):
+        torch.manual_seed(0)
+        task = make_task("sasrec", weight_decay=0.1)
+        task.spec = dataclasses.replace(
+            task.spec, optimizer=dataclasses.replace(task.spec.optimizer, name=optimizer)
+        )
+        chosen = task.configure_optimizers()
+        if fused is not None:  # the same groups, stepped the other way
+            groups = [
+                {k: g[k] for k in ("params", "lr", "weight_decay")} for g in chosen.param_groups
+            ]
+            chosen = type(chosen)(groups, fused=fused)
+        torch.manual_seed(1)
+        for _ in range(3):
+            chosen.zero_grad()
+            loss = sum((p**2).sum() * torch.rand(()) for p in task.parameters())
+            loss.backward()
+            chosen.step()
+        return chosen, [p.detach().clone() for p in task.parameters()]
+
+    chosen, fused = trained(None)
+    assert all(group["fused"] for group in chosen.param_groups)
+    _, looped = trained(False)
+    for a, b in zip(fused, looped, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)

@@ -97,9 +97,8 @@ class NextItemTask(RankingModule):
     def configure_optimizers(self) -> Any:
         """The spec's optimiser, decaying weight matrices only, and its optional scheduler."""
         options = self.spec.optimizer
-        optimizer = OPTIMIZERS[options.name](
-            parameter_groups(self, options.weight_decay), lr=options.lr
-        )
+        groups = parameter_groups(self, options.weight_decay)
+        optimizer = OPTIMIZERS[options.name](groups, lr=options.lr, fused=fusable(groups))
         schedule = self.spec.scheduler
         if schedule is None:
             return optimizer
@@ -150,6 +149,21 @@ def warmup_cosine(
         return floor + (1 - floor) * (1 + math.cos(math.pi * progress)) / 2
 
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+FUSED_DEVICES = ("cpu", "cuda")  # where torch has one-kernel Adam/AdamW updates
+
+
+def fusable(groups: list[dict[str, Any]]) -> bool:
+    """Whether every parameter can take torch's fused Adam/AdamW step: one kernel over all
+    tensors, where the default loops over them in Python. The item table is most of the
+    weights, and updating it dominates a small step: on a 2-core CPU, an 11k x 50 table and a
+    2-block encoder step in 0.6 ms fused against 4.8 ms looped (docs/benchmarks.md)."""
+    return all(
+        p.device.type in FUSED_DEVICES and p.is_floating_point()
+        for group in groups
+        for p in group["params"]
+    )
 
 
 def parameter_groups(module: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
