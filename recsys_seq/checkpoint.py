@@ -30,7 +30,7 @@ from typing import Any
 
 import torch
 
-from recsys_seq.core.errors import UserError
+from recsys_seq.core.errors import UserError, first_line
 from recsys_seq.data.catalogue import Catalogue, CatalogueError
 from recsys_seq.data.facts import DataFacts
 from recsys_seq.data.options import DataOptions, data_options
@@ -80,6 +80,16 @@ class Checkpoint:
         model.load_state_dict(self.weights)
         return model.eval()
 
+    def served_catalogue(self) -> Catalogue:
+        """The item catalogue, which serving in original ids needs (the Python API, an
+        exported program), or :class:`CheckpointError`."""
+        if self.catalogue is None:
+            raise CheckpointError(
+                f"Checkpoint {self.path} carries no item catalogue (its model was trained on "
+                "data held in memory), so it cannot name items by their original ids."
+            )
+        return self.catalogue
+
 
 def read(path: str | Path) -> dict[str, Any]:
     """The checkpoint's contents (tensors and plain values), or :class:`CheckpointError`."""
@@ -93,22 +103,17 @@ def read(path: str | Path) -> dict[str, Any]:
     except pickle.UnpicklingError as error:
         raise CheckpointError(
             f"Checkpoint {path} holds more than tensors and plain values, or is not a "
-            f"checkpoint at all ({_first_line(error)}); it was not loaded. Only load "
+            f"checkpoint at all ({first_line(error)}); it was not loaded. Only load "
             "checkpoints written by recsys-train."
         ) from None
     except Exception as error:  # noqa: BLE001 - corrupt bytes raise anything in the unpickler
         raise CheckpointError(
             f"Checkpoint {path} is not a readable checkpoint (truncated, corrupt or another "
-            f"kind of file: {_first_line(error)})."
+            f"kind of file: {first_line(error)})."
         ) from None
     if not isinstance(checkpoint, dict):
         raise CheckpointError(f"Checkpoint {path} is not a recsys-seq checkpoint.")
     return checkpoint
-
-
-def _first_line(error: Exception) -> str:
-    lines = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {lines[0][:200]}" if lines else type(error).__name__
 
 
 def record(

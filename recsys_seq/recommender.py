@@ -1,15 +1,21 @@
-"""The Python API: a checkpoint that recommends from histories in original item ids.
+"""The Python API: a checkpoint, or a program exported from one, that recommends from
+histories in original item ids.
 
     import recsys_seq
 
     model = recsys_seq.load("outputs/train/runs/<run>/checkpoints/best.ckpt")
     model.recommend(["470256549", "359518691"], k=10)             # one history
     model.recommend_batch([["470256549"], ["359518691", "x"]])     # many: one table
+    served = recsys_seq.load("model.pt2")                          # recsys-export's file
 
-The checkpoint is all it needs: the weights, the model spec and the item catalogue (original
-ids, training counts, item categories) are stored in every checkpoint, so neither the
-prepared folder nor the working directory matter. Histories are scored in one batched pass
-through the code path evaluation and ``recsys-recommend`` use (:meth:`NextItemTask.predict_step`).
+The file is all it needs: the weights, the model spec and the item catalogue (original ids,
+training counts, item categories) are stored in every checkpoint, and the catalogue and the
+serving rules in every exported program (:mod:`recsys_seq.exported`), so neither the
+prepared folder nor the working directory matter. Histories are scored in one batched pass:
+for a checkpoint through the code path evaluation and ``recsys-recommend`` use
+(:meth:`NextItemTask.serve`), for an exported program through the program. Everything else
+(ids, windows, the history rule, unknown ids, the popularity fallback) is this module's one
+code path for both (:class:`WindowScorer` is all that differs).
 
 Ids follow the policy of :mod:`data_prep.ids` (``" 014"`` and ``14`` are the same item), read
 value by value (:mod:`data_prep.id_values`): a boolean, a date, a missing id (None, NaN, "")
@@ -24,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Protocol
 
 import numpy as np
 import polars as pl
@@ -32,13 +38,12 @@ import torch
 
 from data_prep import schema
 from data_prep.id_values import canonical_values
-from recsys_seq import checkpoint
+from recsys_seq import checkpoint, exported
 from recsys_seq.core.errors import UserError
 from recsys_seq.data.batch import JaggedWindows, PaddedBatchCollator
 from recsys_seq.data.catalogue import Catalogue
 from recsys_seq.data.dataset import jagged_positions
 from recsys_seq.data.facts import DataFacts
-from recsys_seq.models import NextItemTask
 from recsys_seq.models.two_stage import feature_tables
 from recsys_seq.serving import long_frame
 
@@ -64,50 +69,86 @@ class Recommendation:
     source: Literal["model", "popular", "skipped"]
 
 
-def load(path: str | Path, device: str | torch.device = "cpu") -> Recommender:
-    """The :class:`Recommender` of a checkpoint written by ``recsys-train``.
+class WindowScorer(Protocol):
+    """What a :class:`Recommender` scores its windows with: a checkpoint's
+    :class:`~recsys_seq.models.NextItemTask` (:meth:`~NextItemTask.serve`, the predict path),
+    or an exported program (:class:`recsys_seq.exported.ExportedScorer`)."""
 
-    The file is read as data only (:mod:`recsys_seq.checkpoint`: ``weights_only=True``, the
-    model rebuilt from the project's registries, its catalogue checked against the model's
-    item fingerprint).
+    exclude_history: bool  # the history rule it serves by when a call does not say
+
+    @property
+    def device(self) -> torch.device: ...
+
+    def serve(self, batch: dict[str, torch.Tensor], k: int, exclude_history: bool) -> dict:
+        """Top-``k`` per window of a padded ``batch`` (with ``seen``, the whole history):
+        ``user (B,)``, ``items (B, k)``, ``scores (B, k)``; ``-inf`` scores are dropped."""
+        ...
+
+
+def load(path: str | Path, device: str | torch.device = "cpu") -> Recommender:
+    """The :class:`Recommender` of a checkpoint written by ``recsys-train``, or of a program
+    written by ``recsys-export`` (a file ending in ``.pt2``, ``.pt`` or ``.onnx``; ``.onnx``
+    needs ONNX Runtime, the ``onnx`` extra), with the same API and results.
+
+    A checkpoint is read as data only (:mod:`recsys_seq.checkpoint`: ``weights_only=True``,
+    the model rebuilt from the project's registries, its catalogue checked against the
+    model's item fingerprint); an exported file by torch.export, TorchScript or ONNX Runtime,
+    with its JSON serving contract and catalogue checked first (:mod:`recsys_seq.exported`).
     """
+    if Path(path).suffix in exported.SUFFIXES:
+        scorer, catalogue, contract = exported.open_export(path, device)
+        return Recommender(scorer, catalogue, contract.max_len, contract.model, contract.features)
     trained = checkpoint.open_checkpoint(path)
-    if trained.catalogue is None:
-        raise checkpoint.CheckpointError(
-            f"Checkpoint {path} carries no item catalogue (its model was trained on data held "
-            "in memory), so it cannot name items by their original ids."
-        )
-    facts = DataFacts(item_counts=trained.catalogue.counts, catalogue=trained.catalogue)
+    catalogue = trained.served_catalogue()
+    facts = DataFacts(item_counts=catalogue.counts, catalogue=catalogue)
     task = trained.build(facts).to(device)
-    return Recommender(task, trained.catalogue, trained.data.max_len)
+    # both stages' side features for a two-stage model
+    features = list(feature_tables(task))
+    return Recommender(task, catalogue, trained.data.max_len, trained.spec.name, features)
 
 
 class Recommender:
     """A trained model that recommends next items for histories of original item ids.
 
     Args:
-        task: the trained model, in eval mode.
+        scorer: what scores the windows (:class:`WindowScorer`).
         catalogue: its items (:class:`Catalogue`).
         max_len: the longest window the model was trained on; older events are dropped.
+        name: the model's config name.
+        features: the side features its batches carry (item-level ones are read from the
+            catalogue; a model that reads per-event ones cannot serve lists of ids).
     """
 
-    def __init__(self, task: NextItemTask, catalogue: Catalogue, max_len: int) -> None:
-        self._features = list(feature_tables(task))  # both stages' of a two-stage model
-        per_event = sorted(set(self._features) - set(catalogue.features))
-        self.task = task
+    def __init__(
+        self,
+        scorer: WindowScorer,
+        catalogue: Catalogue,
+        max_len: int,
+        name: str,
+        features: Sequence[str],
+    ) -> None:
+        self.scorer = scorer
         self.catalogue = catalogue
         self.max_len = max_len
-        self._per_event = per_event
+        self._name = name
+        self._features = list(features)
+        self._per_event = sorted(set(features) - set(catalogue.features))
         self._collate = PaddedBatchCollator()
 
     @property
     def name(self) -> str:
         """The model's config name (``sasrec``, ``gru``, ``din``, ...)."""
-        return self.task.spec.name
+        return self._name
 
     @property
     def device(self) -> torch.device:
-        return self.task.device
+        return self.scorer.device
+
+    @property
+    def exclude_history(self) -> bool:
+        """Whether the history is left out of the results when a call does not say (as the
+        model was trained, or exported)."""
+        return self.scorer.exclude_history
 
     def recommend(
         self,
@@ -144,8 +185,8 @@ class Recommender:
                 floats that are not integers are refused: ``IdValueError``).
             k: recommendations per history.
             exclude_history: never recommend an item of the history again; None (the
-                default): as the checkpoint was trained (``model.exclude_history`` of its
-                run).
+                default): as the model was trained (``model.exclude_history`` of its run,
+                or the ``exclude_history`` it was exported with).
             unknown: a history with no known item: ``skip`` (no rows), ``popular`` (the most
                 frequent training items) or ``error`` (:class:`UserError`).
             batch_size: histories scored at once.
@@ -250,9 +291,9 @@ class Recommender:
             seen_lengths=torch.from_numpy(lengths[chosen]),
         )
         batch = {name: t.to(self.device) for name, t in self._collate(windows).items()}
-        if exclude_history is None:  # as the checkpoint was trained
-            exclude_history = self.task.exclude_history
-        top = self.task.serve(batch, k, exclude_history)
+        if exclude_history is None:  # as the model was trained
+            exclude_history = self.scorer.exclude_history
+        top = self.scorer.serve(batch, k, exclude_history)
         frame = long_frame(top["user"].cpu(), top["items"].cpu(), top["scores"].cpu())
         return frame.select(
             pl.col(schema.USER).cast(pl.Int64).alias("query"),

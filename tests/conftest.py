@@ -49,6 +49,25 @@ def demo_dir(tmp_path_factory) -> Path:
     return prepare_demo(tmp_path_factory.mktemp("data") / "demo")
 
 
+# every kind of one-stage model recsys-export holds, and the training overrides that make one
+EXPORTABLE = {
+    "sasrec": ["model=sasrec"],
+    "gru": ["model=gru"],
+    "bsarec": ["model=bsarec", "data.train_windows=prefixes"],
+    "sasrec_category": ["model=sasrec", "model.side_features=[category]"],
+}
+
+
+@pytest.fixture(scope="session", params=sorted(EXPORTABLE))
+def exportable(request, tmp_path_factory, demo_dir) -> tuple[str, Path]:
+    """``(kind, checkpoint)``: a few batches of training of each kind in :data:`EXPORTABLE`,
+    once per session (tests/test_export.py, tests/test_export_load.py)."""
+    from tests.helpers import short_checkpoint
+
+    run_dir = tmp_path_factory.mktemp(request.param) / "run"
+    return request.param, short_checkpoint(run_dir, demo_dir, *EXPORTABLE[request.param])
+
+
 @pytest.fixture(scope="session")
 def outcomes(request, materials, tmp_path_factory) -> dict:
     """Run the selected command-line cases (:class:`tests.helpers.Case`, the ``case`` parameter

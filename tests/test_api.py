@@ -62,7 +62,7 @@ def test_one_history_is_the_batch_of_one(model, demo_dir):
     assert one.items == batch["item_id"].to_list() and len(one.items) == 7
     assert one.scores == batch["score"].to_list() and one.source == "model" and not one.unknown
     # the demo log repeats items, so its models rank the history by default (as trained)
-    assert not model.task.exclude_history
+    assert not model.exclude_history
     assert one.items == model.recommend(history, k=7, exclude_history=False).items
     excluded = model.recommend(history, k=7, exclude_history=True)
     assert not set(excluded.items) & set(history)

@@ -10,19 +10,16 @@ from recsys_seq.core.options import OptionError
 from recsys_seq.models import build_model, model_spec
 from recsys_seq.models.encoders.gru import GRUEncoder
 from recsys_seq.workflows.export import NextItemScorer, example_inputs, export, export_program
-from tests.helpers import compose_config, short_checkpoint
+from tests.helpers import compose_config
 
 # (batch size, sequence length): neither is the (3, 5) the program was traced with
 SHAPES = [(4, 7), (9, 23), (1, 50)]
 
 
-MODELS = {"sasrec": [], "gru": [], "bsarec": ["data.train_windows=prefixes"]}  # and their data
-
-
-@pytest.fixture(scope="module", params=sorted(MODELS))
-def checkpoint(request, tmp_path_factory, demo_dir) -> Path:
-    run_dir = tmp_path_factory.mktemp(request.param, numbered=False) / "run"
-    return short_checkpoint(run_dir, demo_dir, f"model={request.param}", *MODELS[request.param])
+@pytest.fixture
+def checkpoint(exportable) -> Path:
+    """Each kind of one-stage model export holds (tests/conftest.py)."""
+    return exportable[1]
 
 
 def load(path: Path):
@@ -53,12 +50,13 @@ def test_exported_program_matches_eager_model(tmp_path, checkpoint, suffix, excl
     eager = checkpoints.load(checkpoint)  # rebuilt independently of the export
     eager.exclude_history = exclude
     for seed, (batch_size, length) in enumerate(SHAPES):
-        items, mask = example_inputs(result["scorer"], batch_size, length, seed=seed)
-        expected = eager.ranking_scores(
-            {"items": items, "mask": mask, "lengths": mask.sum(1)}
-        )  # (B, N + 1)
+        inputs = example_inputs(result["scorer"], batch_size, length, seed=seed)
+        items, mask, *features = inputs
+        batch = {"items": items, "mask": mask, "lengths": mask.sum(1)}
+        batch |= dict(zip(result["scorer"].feature_names, features, strict=True))
+        expected = eager.ranking_scores(batch)  # (B, N + 1)
         with torch.no_grad():
-            got = program(items, mask)
+            got = program(*inputs)
         assert got.shape == (batch_size, eager.spec.num_items + 1)
         torch.testing.assert_close(got, expected, atol=1e-5, rtol=0)
         assert torch.isneginf(got[:, 0]).all()

@@ -2,9 +2,10 @@
 
 The floors, lowest first: the torch-free foundation (``recsys_seq.core`` and the configs'
 package ``recsys_seq.conf``), ``data_prep`` (Polars), ``recsys_seq.data`` with the metrics,
-``recsys_seq.models``, the pieces over a model (checkpoint, serving, the Python API, the
-report), the workflows (train, evaluate, recommend, export, tune, benchmarks) and the thin
-``cli`` on top. A module may import its own floor and those below, never one above.
+``recsys_seq.models``, the pieces over a model (checkpoint, an exported program, serving, the
+Python API, the report), the workflows (train, evaluate, recommend, export, tune,
+benchmarks) and the thin ``cli`` on top. A module may import its own floor and those below,
+never one above.
 
 * The foundation and data_prep import no torch or Lightning: preparing data, ``--help`` and
   refusing a wrong option must not need a deep-learning stack.
@@ -39,6 +40,7 @@ FLOORS = (
     (
         "recsys_seq.callbacks",
         "recsys_seq.checkpoint",
+        "recsys_seq.exported",
         "recsys_seq.serving",
         "recsys_seq.configs",
         "recsys_seq.report",

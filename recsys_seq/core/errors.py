@@ -96,3 +96,10 @@ def _paragraph(error: BaseException) -> str:
         text += "\n" + str(cause)
     text = text.split("Config search path:")[0]  # Hydra's internals, not the user's problem
     return " ".join(line.strip() for line in text.splitlines() if line.strip())
+
+
+def first_line(error: BaseException) -> str:
+    """``<type>: <first line of the message>`` (at most 200 characters): what a refusal quotes
+    of an exception raised deep inside a library reading a damaged file."""
+    lines = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {lines[0][:200]}" if lines else type(error).__name__

@@ -1,4 +1,5 @@
-"""The item vocabulary a model was trained on, carried by every checkpoint.
+"""The item vocabulary a model was trained on, carried by every checkpoint and every
+exported program.
 
 A model's item indices mean nothing without the prepared folder's ``items.parquet``; the
 catalogue keeps what serving needs of it (original ids, training counts for the popularity
@@ -6,7 +7,8 @@ fallback, item-level side features) with the weights, so a checkpoint recommends
 ids from any folder and without the data. It is stored as tensors and lists of strings only,
 so ``torch.load(weights_only=True)`` reads it, and it is checked against the item fingerprint
 the model spec carries (the same hash recsys-prep wrote), so a catalogue that was altered or
-belongs to other items is refused.
+belongs to other items is refused. An exported program carries the same values as JSON
+(:meth:`Catalogue.json_record`), read back through the same checks.
 """
 
 from __future__ import annotations
@@ -106,6 +108,44 @@ class Catalogue:
             {name: _item_vector(v, num_items, name) for name, v in features.items()},
         )
 
+    def json_record(self) -> dict[str, Any]:
+        """The catalogue as plain JSON values, for an exported program (read by ``json``
+        alone, no torch or polars): ``original_ids`` a list of integers or strings in index
+        order (item ``i`` at position ``i - 1``), ``counts`` and each feature a list of
+        ``N + 1`` integers, PAD first."""
+        ids = self.original_ids
+        return {
+            "original_ids": ids.to_list()
+            if ids.dtype.is_integer()
+            else ids.cast(pl.String).to_list(),
+            "counts": self.counts.tolist(),
+            "features": {name: values.tolist() for name, values in self.features.items()},
+        }
+
+    @classmethod
+    def from_json_record(cls, record: object, num_items: int, fingerprint: str) -> Catalogue:
+        """:meth:`json_record`'s values back, through the checks of :meth:`from_record`
+        (lists of integers become the int64 vectors it checks; anything else is left for
+        it to refuse).
+
+        Raises:
+            CatalogueError: saying what is wrong.
+        """
+        if not isinstance(record, Mapping):
+            raise CatalogueError("its item catalogue is not a mapping")
+        features = record.get("features")
+        if isinstance(features, Mapping):
+            features = {name: _int64_vector(values) for name, values in features.items()}
+        return cls.from_record(
+            {
+                "original_ids": _int64_vector(record.get("original_ids")),
+                "counts": _int64_vector(record.get("counts")),
+                "features": features,
+            },
+            num_items,
+            fingerprint,
+        )
+
     @cached_property
     def _lookup(self) -> pl.DataFrame:
         """``id`` (canonical text) -> ``index``, built once: every request joins against it."""
@@ -150,3 +190,14 @@ def _item_vector(value: object, num_items: int, what: str) -> np.ndarray:
             f"its catalogue's {what} must be {num_items + 1} non-negative int64 values"
         )
     return value.numpy().copy()
+
+
+def _int64_vector(value: object) -> object:
+    """A JSON list of integers as an int64 tensor (booleans are not integers here); any
+    other value unchanged."""
+    if not isinstance(value, list) or not all(type(v) is int for v in value):
+        return value
+    try:
+        return torch.tensor(value, dtype=torch.int64)
+    except (OverflowError, RuntimeError):
+        raise CatalogueError("its catalogue holds integers beyond int64") from None

@@ -11,16 +11,29 @@ The exported function is :class:`NextItemScorer`::
                                            # -> (B, N + 1) float32 scores of every item as the
                                            #    next event after each sequence
 
+It takes item *indices* (1..N, 0 is PAD), not original ids. Every exported file also carries,
+as plain JSON (never pickle), the item catalogue (original ids in index order, training
+counts, item-level features) and the serving contract (window ``max_len``, the
+``exclude_history`` rule, side feature names in input order, the output layout with PAD at
+column 0, the model name, a format version): the extra files ``recsys_seq_contract`` and
+``recsys_seq_catalogue`` of a ``.pt2``/``.pt`` archive, the ``metadata_props`` of an ``.onnx``
+(:mod:`recsys_seq.exported` describes both and reads them back). So
+``recsys_seq.load(<exported file>)`` serves original ids with the API of a checkpoint, and
+plain torch can map ids itself. The archive's root folder is named after the output file
+(``model/`` inside ``model.pt2``), not the temporary it was written to (:func:`named_like`).
+
 Batch size B and sequence length T are dynamic (T up to the model's ``max_len``). Scores are
 :func:`~recsys_seq.models.ranking.rankable_scores` of the plain network
 (:class:`~recsys_seq.models.NextItemModel`, no Lightning inside): PAD (column 0) is ``-inf``;
-with ``exclude_history=true`` the input items are ``-inf`` too. Models with side features take
-them as further ``(B, T)`` long inputs, in the order of ``NextItemScorer.feature_names``.
+with ``exclude_history=true`` the input items are ``-inf`` too (a caller who leaves out a
+history longer than the window sets the older items -inf itself). Models with side features
+take them as further ``(B, T)`` long inputs, in the order of ``NextItemScorer.feature_names``.
 Supported: models with the dot-product scorer (sasrec, gru, and any encoder), and two-stage
-models (``rerank=topk``), exported as :class:`TwoStageRanker`: ``program(items, mask)`` ->
-``(candidates (B, K), scores (B, K))``, the retriever's top-K in the ranker's order, with the
-side features either stage reads. DIN alone scores the catalogue in a loop of chunks, which is
-not exported.
+models (``rerank=topk``), exported as :class:`TwoStageRanker`:
+``program(items, mask, exclude, *features)`` -> ``(candidates (B, K), scores (B, K))``, the
+retriever's top-K in the ranker's order, never an ``exclude`` item ``(B, S)`` (0 for none),
+with the side features either stage reads. DIN alone scores the catalogue in a loop of
+chunks, which is not exported.
 
 Formats. ``.pt2`` (torch.export, preferred) keeps B and T symbolic for the self-attention
 encoder; ``nn.GRU`` is unrolled over time by torch.export, which fixes T, so a GRU model is
@@ -31,14 +44,19 @@ not traced, longer inputs fail on the position table instead). The same holds fo
 ``onnx`` extra and holds one-stage models only (ONNX has no stable sort for the two-stage
 order); the command refuses what a format cannot hold before any work, naming one that can.
 Load a ``.pt2`` with ``torch.export.load(path).module()``, a ``.pt`` with
-``torch.jit.load(path)``.
+``torch.jit.load(path)``, either with the catalogue and contract through
+``recsys_seq.load(path)``.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import os
+import shutil
 import warnings
 import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,6 +69,13 @@ from torch.export import Dim
 from recsys_seq import checkpoint
 from recsys_seq.core.options import OptionError
 from recsys_seq.core.publish import publishing, register_kind
+from recsys_seq.exported import (
+    ITEM_SCORES,
+    RANKED_CANDIDATES,
+    ServingContract,
+    extra_texts,
+    input_names,
+)
 from recsys_seq.models import NextItemModel, TwoStageTask
 from recsys_seq.models.encoders.gru import GRUEncoder
 from recsys_seq.models.ranking import rankable_scores
@@ -82,6 +107,8 @@ class NextItemScorer(nn.Module):
             ``model.exclude_history=true``).
     """
 
+    layout = ITEM_SCORES  # what the program gives (recsys_seq.exported)
+
     def __init__(self, model: NextItemModel, exclude_history: bool = False) -> None:
         super().__init__()
         if not isinstance(model.scorer, DotProductScorer):
@@ -110,9 +137,12 @@ class NextItemScorer(nn.Module):
 
 
 class TwoStageRanker(nn.Module):
-    """``(items, mask, *side features) -> (candidates (B, K), scores (B, K))`` of a two-stage
-    model: the retriever's top-K (input items excluded with ``exclude_history``) in the
-    ranker's order, with the ranker's scores (:meth:`Candidates.ranked`).
+    """``(items, mask, exclude, *side features) -> (candidates (B, K), scores (B, K))`` of a
+    two-stage model: the retriever's top-K, never an ``exclude`` item (nor, with
+    ``exclude_history``, an input item), in the ranker's order, with the ranker's scores
+    (:meth:`Candidates.ranked`). ``exclude`` is an input because the candidates are chosen
+    inside: a caller who leaves out a history longer than the window must say so before
+    the top-K is taken, not filter it afterwards.
 
     Holds the task's plain :class:`Reranker` (no Lightning: TorchScript cannot trace a
     module that is not attached to a Trainer).
@@ -121,6 +151,8 @@ class TwoStageRanker(nn.Module):
         task: a trained :class:`TwoStageTask` (put in eval mode).
         exclude_history: never return an input item; None: as the task was trained.
     """
+
+    layout = RANKED_CANDIDATES
 
     def __init__(self, task: TwoStageTask, exclude_history: bool | None = None) -> None:
         super().__init__()
@@ -131,27 +163,44 @@ class TwoStageRanker(nn.Module):
         self.feature_tables = feature_tables(task)  # the side features either stage reads
         self.feature_names = list(self.feature_tables)
 
-    def forward(self, items: torch.Tensor, mask: torch.Tensor, *features: torch.Tensor):
+    def forward(
+        self,
+        items: torch.Tensor,
+        mask: torch.Tensor,
+        exclude: torch.Tensor,
+        *features: torch.Tensor,
+    ):
+        """
+        Args:
+            items, mask, features: as for :meth:`NextItemScorer.forward`.
+            exclude: ``(B, S)`` long item indices never to return, 0 for none.
+        """
         batch = {"items": items, "mask": mask, "lengths": mask.sum(1)}
         batch |= dict(zip(self.feature_names, features, strict=True))
-        return self.reranker.candidates(batch, items if self.exclude_history else None).ranked()
+        if self.exclude_history:
+            exclude = torch.cat([items, exclude], 1)  # (B, T + S)
+        return self.reranker.candidates(batch, exclude).ranked()
 
 
 def example_inputs(
     scorer: NextItemScorer | TwoStageRanker, batch_size: int, length: int, seed: int = 0
 ) -> tuple[torch.Tensor, ...]:
-    """Random right-padded inputs: one row of full length, the others shorter."""
+    """Random right-padded inputs in :func:`~recsys_seq.exported.input_names` order: one row
+    of full length, the others shorter (and for a two-stage model two items to exclude per
+    row, some of them 0)."""
     generator = torch.Generator().manual_seed(seed)
     num_items = scorer.model.embedder.num_items
     lengths = torch.randint(1, length + 1, (batch_size,), generator=generator)
     lengths[0] = length
     mask = torch.arange(length) < lengths[:, None]  # (B, T)
     items = torch.randint(1, num_items + 1, (batch_size, length), generator=generator) * mask
+    exclude = torch.randint(0, num_items + 1, (batch_size, 2), generator=generator)  # (B, S)
     features = [
         torch.randint(1, table.num_embeddings, (batch_size, length), generator=generator) * mask
         for table in scorer.feature_tables.values()
     ]
-    return (items, mask, *features)
+    head = (items, mask, exclude) if scorer.layout == RANKED_CANDIDATES else (items, mask)
+    return (*head, *features)
 
 
 def max_length(model: NextItemModel) -> int | None:
@@ -186,12 +235,17 @@ def check_format(scorer: NextItemScorer | TwoStageRanker, suffix: str) -> None:
         )
 
 
-def dynamic_shapes(inputs: tuple[torch.Tensor, ...], batch: Any, seq: Any) -> tuple:
-    """Batch size and sequence length dynamic for ``(items, mask, *features)``: torch.export
-    binds the features to the one variadic argument, so theirs are one nested tuple (absent
-    without features)."""
-    items, mask, *features = ({0: batch, 1: seq} for _ in inputs)
-    return (items, mask, tuple(features)) if features else (items, mask)
+def dynamic_shapes(
+    scorer: NextItemScorer | TwoStageRanker, batch: Any, seq: Any, seen: Any
+) -> tuple:
+    """Batch size, sequence length (and the width of ``exclude``) dynamic for the inputs of
+    :func:`~recsys_seq.exported.input_names`: torch.export binds the features to the one
+    variadic argument, so theirs are one nested tuple (absent without features)."""
+    names = input_names(scorer.layout, scorer.feature_names)
+    shapes = [{0: batch, 1: seen if name == "exclude" else seq} for name in names]
+    fixed = len(names) - len(scorer.feature_names)
+    features = tuple(shapes[fixed:])
+    return (*shapes[:fixed], features) if features else tuple(shapes)
 
 
 def export_program(scorer: NextItemScorer | TwoStageRanker) -> torch.export.ExportedProgram:
@@ -199,11 +253,10 @@ def export_program(scorer: NextItemScorer | TwoStageRanker) -> torch.export.Expo
     check_format(scorer, ".pt2")
     batch = Dim("batch", min=1)
     seq = Dim("seq", min=1, max=max_length(scorer.model) or int(2**16))
+    shapes = dynamic_shapes(scorer, batch, seq, Dim("seen", min=1))
     inputs = example_inputs(scorer, batch_size=3, length=min(5, max_length(scorer.model) or 5))
     with torch.no_grad():
-        return torch.export.export(
-            scorer, inputs, dynamic_shapes=dynamic_shapes(inputs, batch, seq), strict=False
-        )
+        return torch.export.export(scorer, inputs, dynamic_shapes=shapes, strict=False)
 
 
 def trace(scorer: NextItemScorer | TwoStageRanker) -> torch.jit.ScriptModule:
@@ -242,6 +295,7 @@ def export(cfg: DictConfig) -> dict[str, Any]:
     if output.suffix not in FORMATS:
         raise OptionError(f"output must end in one of {', '.join(FORMATS)}, got {output}.")
     trained = checkpoint.open_checkpoint(options.ckpt_path)
+    catalogue = trained.served_catalogue()  # the program's id map travels with it
     spec = trained.spec
     exclude_history = (
         spec.exclude_history if options.exclude_history is None else options.exclude_history
@@ -260,47 +314,91 @@ def export(cfg: DictConfig) -> dict[str, Any]:
         model = trained.build().model
         scorer = NextItemScorer(model, exclude_history=exclude_history)
     check_format(scorer, output.suffix)
+    contract = serving_contract(scorer, trained, exclude_history)
+    extra = {ARTIFACT_KEY: EXPORT} | extra_texts(contract, catalogue)
     inputs = [Path(options.ckpt_path)]
     with publishing(output, EXPORT, folder=False, inputs=inputs) as tmp:
-        if output.suffix == ".pt2":
-            torch.export.save(export_program(scorer), tmp, extra_files={ARTIFACT_KEY: EXPORT})
-        elif output.suffix == ".pt":
-            torch.jit.save(trace(scorer), tmp, _extra_files={ARTIFACT_KEY: EXPORT})
+        if output.suffix == ".onnx":
+            export_onnx(scorer, tmp, extra)
         else:
-            export_onnx(scorer, tmp)
-    return {"model": model, "spec": spec, "scorer": scorer, "output": output}
+            with named_like(output, tmp) as path:
+                if output.suffix == ".pt2":
+                    torch.export.save(export_program(scorer), path, extra_files=extra)
+                else:
+                    torch.jit.save(trace(scorer), path, _extra_files=extra)
+    return {"model": model, "spec": spec, "scorer": scorer, "output": output, "contract": contract}
 
 
-def export_onnx(scorer: NextItemScorer | TwoStageRanker, path: Path) -> None:
-    """An ONNX program (``torch.onnx`` over torch.export; :func:`check_format` first)."""
+def serving_contract(
+    scorer: NextItemScorer | TwoStageRanker, trained: checkpoint.Checkpoint, exclude_history: bool
+) -> ServingContract:
+    """The rules a caller of ``scorer``'s program follows, as the checkpoint serves
+    (:mod:`recsys_seq.exported`): its window, history rule, inputs and outputs."""
+    return ServingContract(
+        model=trained.spec.name,
+        layout=scorer.layout,
+        features=list(scorer.feature_names),
+        max_len=trained.data.max_len,
+        exclude_history=exclude_history,
+        num_items=trained.spec.num_items,
+        num_candidates=getattr(scorer, "num_candidates", None),
+        item_fingerprint=trained.spec.item_fingerprint,
+    )
+
+
+@contextmanager
+def named_like(output: Path, tmp: Path) -> Iterator[Path]:
+    """A path named ``output.name`` for a zip writer, moved onto publishing's temporary
+    ``tmp`` when the block ends. torch.export.save and torch.jit.save name the archive's one
+    root folder after the file they write (``model/`` for ``model.pt2``), so writing ``tmp``
+    itself would put its name (``.model.pt2.tmp-<host>-<pid>-<hex>/``) inside the published
+    file. The folder holding the path is named after ``tmp``, so publishing's
+    :func:`~recsys_seq.core.publish.recover` removes it after a kill like ``tmp`` itself."""
+    folder = tmp.with_name(f"{tmp.name}.d")
+    folder.mkdir()
+    try:
+        yield folder / output.name
+        os.replace(folder / output.name, tmp)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def export_onnx(scorer: NextItemScorer | TwoStageRanker, path: Path, texts: dict[str, str]) -> None:
+    """An ONNX program (``torch.onnx`` over torch.export; :func:`check_format` first) with
+    ``texts`` (the marker, the contract, the catalogue) as its ``metadata_props``: ONNX has
+    no extra files, and a sidecar file could be left behind when the model is copied."""
     check_format(scorer, ".onnx")
     inputs = example_inputs(scorer, batch_size=3, length=min(5, max_length(scorer.model) or 5))
-    names = ["items", "mask", *scorer.feature_names]
     program = torch.onnx.export(
         scorer,
         inputs,
         dynamo=True,
-        input_names=names,
+        input_names=input_names(scorer.layout, scorer.feature_names),
         output_names=["candidates", "scores"] if isinstance(scorer, TwoStageRanker) else ["scores"],
-        dynamic_shapes=dynamic_shapes(inputs, "batch", "seq"),
+        dynamic_shapes=dynamic_shapes(scorer, "batch", "seq", "seen"),
     )
-    program.model.metadata_props[ARTIFACT_KEY] = EXPORT
+    program.model.metadata_props.update(texts)
     program.save(str(path))
 
 
 def summary(result: dict[str, Any]) -> str:
-    """One paragraph on what was exported: the program's inputs and outputs, and where."""
+    """One paragraph on what was exported: the program's inputs and outputs, what it
+    carries, and where."""
     scorer, spec = result["scorer"], result["spec"]
-    features = "".join(", " + name for name in scorer.feature_names)
+    inputs = ", ".join(input_names(scorer.layout, scorer.feature_names))
+    carries = (
+        f"; item ids and serving contract inside: recsys_seq.load('{result['output']}') "
+        "serves original ids"
+    )
     if isinstance(scorer, TwoStageRanker):
         return (
             f"Exported the two-stage {spec.name} (retriever's top {scorer.num_candidates} "
-            f"re-ranked; inputs: items, mask{features}; outputs: candidates, scores in the final "
-            f"order) to {result['output']}"
+            f"re-ranked; inputs: {inputs}; outputs: candidates, scores in the final order"
+            f"{carries}) to {result['output']}"
         )
     model = result["model"]
     return (
         f"Exported {spec.name} (encoder + scorer over {model.embedder.num_items:,} items; "
         f"batch and sequence length dynamic, length <= {max_length(model) or 'any'}; "
-        f"inputs: items, mask{features}) to {result['output']}"
+        f"inputs: {inputs}{carries}) to {result['output']}"
     )
