@@ -31,40 +31,12 @@ CANDIDATES = 20  # rerank_run's K
 
 # The README's snippet: an exported file served with torch alone (run by
 # test_the_plain_torch_snippet_gives_the_same_top_k, with other paths and histories).
-SNIPPET = """\
-import json
-
-import torch
-
-path = "model.pt2"  # written by recsys-export (.pt2 or .pt)
-history = [470256549, 359518691]  # original item ids, oldest first
-
-texts = {"recsys_seq_contract": "", "recsys_seq_catalogue": ""}  # filled by the loader
-if path.endswith(".pt2"):
-    program = torch.export.load(path, extra_files=texts).module()
-else:  # .pt: TorchScript
-    program = torch.jit.load(path, _extra_files=texts)
-contract = json.loads(texts["recsys_seq_contract"])
-catalogue = json.loads(texts["recsys_seq_catalogue"])
-
-# item index i (1..N) is catalogue["original_ids"][i - 1]; 0 is PAD. Ids are matched as
-# text here; recsys_seq.load also reads " 014" and 14.0 as 14.
-index = {str(item): i for i, item in enumerate(catalogue["original_ids"], start=1)}
-known = [index[str(item)] for item in history if str(item) in index]  # unknown ids dropped
-window = torch.tensor([known[-contract["max_len"] :]])  # (1, T): the most recent events
-mask = torch.ones_like(window, dtype=torch.bool)
-features = [torch.tensor(catalogue["features"][name])[window] for name in contract["features"]]
-with torch.no_grad():
-    if contract["layout"] == "item_scores":
-        scores = program(window, mask, *features)  # (1, N + 1); column 0 (PAD) is -inf
-        if contract["exclude_history"]:  # the program leaves out the window, you the rest
-            scores[0, known] = float("-inf")
-        top = scores[0].topk(10).indices
-    else:  # "ranked_candidates", a two-stage model: its top K, re-ranked
-        exclude = torch.tensor([known if contract["exclude_history"] else [0]])
-        top = program(window, mask, exclude, *features)[0][0, :10]
-print([catalogue["original_ids"][i - 1] for i in top.tolist()])
-"""
+README = Path(__file__).resolve().parents[1] / "README.md"
+SNIPPET = next(
+    block
+    for block in re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
+    if "extra_files=texts" in block
+)
 SNIPPET_PATH, SNIPPET_HISTORY = '"model.pt2"', "[470256549, 359518691]"
 # runs the snippet for other files and histories, in a process that never imports recsys_seq
 DRIVER = """
