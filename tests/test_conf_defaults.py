@@ -20,7 +20,16 @@ from recsys_seq.workflows.recommend import RecommendOptions
 from tests.helpers import compose_config
 
 # interpolated from other sections, or set per run
-NOT_DEFAULTS = {"path", "source", "cache_dir", "seed", "name", "num_items", "item_fingerprint"}
+NOT_DEFAULTS = {
+    "path",
+    "source",
+    "cache_dir",
+    "array_cache",
+    "seed",
+    "name",
+    "num_items",
+    "item_fingerprint",
+}
 NOT_DEFAULTS |= {"side_features"}  # names in conf, sizes from the data in the spec
 
 

@@ -4,6 +4,7 @@
     recsys-bench task=throughput dataset=bert4rec_beauty device=cuda
     recsys-bench task=prep output=outputs/bench/prep.json
     recsys-bench task=loss output=outputs/bench/loss.json threads=1
+    recsys-bench task=data output=outputs/bench/data.json events=[2000000,20000000] ranks=[1,2]
 
 A Hydra app like the other commands, composed from ``conf/bench.yaml``, which names
 every task's options (null: the task's default) and writes nothing of Hydra's. Each task is a
@@ -52,7 +53,19 @@ def _loss():
     return run
 
 
-TASKS = {"padding": _padding, "throughput": _throughput, "prep": _prep, "loss": _loss}
+def _data():
+    from recsys_seq.bench.data import run
+
+    return run
+
+
+TASKS = {
+    "padding": _padding,
+    "throughput": _throughput,
+    "prep": _prep,
+    "loss": _loss,
+    "data": _data,
+}
 """Task name -> the function it runs (imported on demand: each pulls in different libraries)."""
 
 

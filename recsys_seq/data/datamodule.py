@@ -17,6 +17,7 @@ from recsys_seq.core.publish import recover
 from recsys_seq.data.batch import PaddedBatchCollator
 from recsys_seq.data.dataset import PreparedSequences, Stage, WindowDataset
 from recsys_seq.data.facts import DataFacts
+from recsys_seq.data.mapped import ensure_cache, load_mapped
 from recsys_seq.data.options import DataOptions
 from recsys_seq.data.sampler import BucketBatchSampler
 from recsys_seq.data.shared import check_source, prepare_source
@@ -30,6 +31,11 @@ class SequenceDataModule(L.LightningDataModule):
 
     Batch size and token budget are per process: with W DDP processes a step consumes W
     batches.
+
+    With ``loader="mapped"`` (the default) the arrays come from one cache per dataset version
+    that every process maps (:mod:`recsys_seq.data.mapped`): :meth:`prepare_data`, which
+    Lightning runs once per node before any rank loads, builds it when missing; the batches
+    are the same as ``loader="memory"``'s, bit for bit.
 
     Args:
         path: prepared dataset folder (``recsys-prep`` output); read only, never written.
@@ -66,18 +72,36 @@ class SequenceDataModule(L.LightningDataModule):
         return self.options.train_windows
 
     def prepare_data(self) -> None:
-        """Prepare the ``source`` dataset (kept when already prepared); a given path is only
-        ever read."""
+        """Prepare the ``source`` dataset (kept when already prepared), and with the mapped
+        loader its array cache (kept while good); a given path is only ever read."""
         if self.source is not None:
             prepare_source(self.source, self.path)
+        if self.options.loader == "mapped":
+            recover(self.path)
+            ensure_cache(self.path, self._array_cache)
+
+    @property
+    def _array_cache(self) -> Path:
+        return Path(os.path.abspath(self.options.array_cache))
 
     @property
     def data(self) -> PreparedSequences:
         """The loaded dataset (loaded on first use, once per process)."""
         if self._data is None:
             recover(self.path)  # a publish of this folder killed half-way: put it back
-            self._data = PreparedSequences.load(self.path)
+            if self.options.loader == "mapped":
+                self._data = load_mapped(self.path, self._array_cache)
+            else:
+                self._data = PreparedSequences.load(self.path)
         return self._data
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Mapped arrays are not pickled (into ``ddp_spawn``'s processes, a DataLoader's
+        workers): pickling copies a map into private memory; the receiver maps it again."""
+        state = self.__dict__.copy()
+        if self.options.loader == "mapped":
+            state["_data"] = None
+        return state
 
     @property
     def num_items(self) -> int:

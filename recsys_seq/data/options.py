@@ -21,6 +21,13 @@ class DataOptions:
         source: with no ``path``: ``demo`` (the bundled log) or a shared dataset name,
             prepared on first use into ``cache_dir/<source>`` (:func:`prepare_source`).
         cache_dir: where sources are prepared.
+        loader: ``mapped`` (every process maps the arrays of one shared cache, derived once
+            per dataset version: see :mod:`recsys_seq.data.mapped`) or ``memory`` (every
+            process decodes the prepared folder into private arrays).
+        array_cache: where ``mapped`` keeps its caches, as ``<array_cache>/<fingerprint>/``;
+            apart from the prepared folder, which may be a read-only share and is never
+            written. Node-local disk serves one node's ranks best; a shared file system
+            serves every node from one build.
         max_len: longest input window; older events are dropped.
         train_windows: ``all`` trains on a user's whole training history, cut into
             consecutive windows of ``max_len`` targets; ``last`` on its last window only (the
@@ -53,6 +60,8 @@ class DataOptions:
     path: str | None = None  # a prepared dataset folder; None: prepare ``source`` into cache
     source: str | None = None  # demo, or a shared dataset name (data=s3rec_beauty, ...)
     cache_dir: str = "data/prepared"  # where ``source`` is prepared, as <cache_dir>/<source>
+    loader: Literal["mapped", "memory"] = "mapped"
+    array_cache: str = "data/arrays"  # mapped: <array_cache>/<fingerprint>/*.npy
     max_len: int = option(DEFAULT_MAX_LEN, min=1)
     train_windows: Literal["all", "last", "prefixes", "holdout"] = "all"
     train_holdout: int = option(0, min=0)  # the last n training events of each user held out
