@@ -1,11 +1,15 @@
 """recsys-tune: the search space, the sweep folder, the persistent study (resume after a kill,
 several workers), the summary and plots, through the real conf/ on the bundled demo data."""
 
+import itertools
 import os
+import re
+import shlex
 import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -13,14 +17,17 @@ import optuna
 import pytest
 import yaml
 from hydra import initialize_config_dir
-from optuna.trial import TrialState
+from optuna.distributions import FloatDistribution
+from optuna.trial import TrialState, create_trial
 
 from recsys_seq import configs
 from recsys_seq.cli.tune import main as tune_main
 from recsys_seq.core.errors import UserError
 from recsys_seq.core.options import OptionError
 from recsys_seq.core.publish import OutputRefused
-from recsys_seq.tune.folder import claim_sweep_folder
+from recsys_seq.tune.folder import HISTORY, IMPORTANCES, PARALLEL, claim_sweep_folder
+from recsys_seq.tune.interrupt import stop_on_sigint, stops_trial
+from recsys_seq.tune.plots import plot_plan, save_plots
 from recsys_seq.tune.space import (
     CategoricalParam,
     FloatParam,
@@ -29,6 +36,7 @@ from recsys_seq.tune.space import (
     parse_space,
 )
 from recsys_seq.tune.study import TuneOptions, fail_running, load_study, open_storage, work
+from recsys_seq.tune.summary import summary
 from recsys_seq.tune.tuner import check_space, make_sampler, train_overrides
 
 pytestmark = pytest.mark.slow  # end-to-end runs and real commands: not in make test-quick
@@ -219,6 +227,127 @@ def test_fail_running_resumes_at_once_even_without_a_heartbeat(tmp_path):
     assert [t.params for t in study.get_trials(states=(TrialState.COMPLETE,))] == [{"x": x}]
 
 
+def pressing_ctrl_c(stop, number: int, *, training: bool):
+    """An objective whose trial ``number`` gets Ctrl-C while it trains (which then takes 30 s
+    unless stopped), or just after its training."""
+
+    def objective(trial):
+        x = trial.suggest_float("x", 0, 1)
+        with stops_trial(stop, trial):
+            if trial.number == number and training:
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(30)
+        if trial.number == number and not training:
+            os.kill(os.getpid(), signal.SIGINT)
+        return x
+
+    return objective
+
+
+def test_ctrl_c_in_a_trial_stops_it_at_once_and_queues_its_values_first(tmp_path):
+    study = open_study(tmp_path)
+    before = signal.getsignal(signal.SIGINT)
+    started = time.monotonic()
+    with stop_on_sigint() as stop:
+        objective = pressing_ctrl_c(stop, 1, training=True)
+        assert work(study, objective, 3, poll_seconds=60, stop=stop) == 1
+    assert time.monotonic() - started < 20  # not after the 30 s training
+    assert signal.getsignal(signal.SIGINT) is before
+    stopped, queued = study.trials[1:]
+    assert stopped.state == TrialState.FAIL and stopped.user_attrs == {"interrupted": True}
+    assert queued.state == TrialState.WAITING and queued.user_attrs == {"retry_of": 1}
+    # the next run takes the queued values before drawing any; the interrupted trial is not
+    # counted, so the study still gets its 3 completed trials
+    work(study, lambda t: t.suggest_float("x", 0, 1), 3, poll_seconds=60)
+    assert study.trials[2].params == stopped.params and study.trials[2].user_attrs["retry_of"] == 1
+    assert [t.state for t in study.trials].count(TrialState.COMPLETE) == 3
+    assert len(study.trials) == 4
+
+
+def test_ctrl_c_between_trials_lets_the_trial_finish_and_starts_no_other(tmp_path):
+    study = open_study(tmp_path)
+    with stop_on_sigint() as stop:
+        assert work(study, pressing_ctrl_c(stop, 0, training=False), 3, 60, stop=stop) is None
+    assert [t.state for t in study.trials] == [TrialState.COMPLETE]
+
+
+@pytest.mark.filterwarnings("ignore:Heartbeat of storage")
+def test_ctrl_c_while_waiting_for_other_workers_ends_at_once(tmp_path):
+    study = open_study(tmp_path)
+    elsewhere = study.ask()
+    elsewhere.suggest_float("x", 0, 1)
+    study._storage.record_heartbeat(elsewhere._trial_id)
+    started = time.monotonic()
+    with stop_on_sigint() as stop:
+        threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
+        assert work(study, lambda t: 0.0, 1, 60, say=lambda line: None, stop=stop) is None
+    assert time.monotonic() - started < 20  # not after the 60 s poll
+    assert study.trials[0].state == TrialState.RUNNING  # another worker's: left to it
+
+
+def completed(n: int, names: tuple[str, ...] = ("a", "b"), varying: bool = True) -> optuna.Study:
+    """A study of ``n`` completed trials over ``names`` (each varying, or all fixed but the
+    first)."""
+    study = optuna.create_study(direction="maximize")
+    for i in range(n):
+        params = {name: float(i if varying or k == 0 else 0) for k, name in enumerate(names)}
+        distributions = {name: FloatDistribution(0, 100) for name in names}
+        study.add_trial(create_trial(params=params, distributions=distributions, value=i / n))
+    return study
+
+
+def test_a_plot_is_drawn_only_once_the_completed_trials_support_it():
+    assert plot_plan(completed(0)) == {
+        HISTORY: "needs 1 completed trial, has 0",
+        PARALLEL: "needs 2 completed trials, has 0",
+        IMPORTANCES: "needs 20 completed trials, has 0",
+    }
+    assert plot_plan(completed(1))[HISTORY] is None
+    assert plot_plan(completed(2))[PARALLEL] is None
+    assert plot_plan(completed(19))[IMPORTANCES] == "needs 20 completed trials, has 19"
+    assert plot_plan(completed(20))[IMPORTANCES] is None
+    eleven = tuple("abcdefghijk")  # two trials per searched parameter
+    assert plot_plan(completed(20, eleven))[IMPORTANCES] == "needs 22 completed trials, has 20"
+    assert plot_plan(completed(22, eleven))[IMPORTANCES] is None
+    one_varies = plot_plan(completed(20, varying=False))[IMPORTANCES]
+    assert one_varies == "needs two or more parameters that took different values"
+
+
+def test_only_the_plots_the_trials_support_are_written_and_the_summary_names_the_rest(tmp_path):
+    folder = claim_sweep_folder(tmp_path / "study")
+    metric = "val/best_ndcg@10"
+    few = completed(3)
+    plan = plot_plan(few)
+    drawn = [name for name, missing in plan.items() if missing is None]
+    assert save_plots(few, folder, metric, drawn) == [folder / HISTORY, folder / PARALLEL]
+    text = summary(few, metric, "sqlite://", [], plan)
+    assert text.endswith(
+        "## Plots\n\n- optimization_history.png\n- parallel_coordinate.png\n"
+        "- param_importances.png: not drawn, needs 20 completed trials, has 3\n"
+    )
+    assert save_plots(completed(20), folder, metric, [IMPORTANCES]) == [folder / IMPORTANCES]
+    assert (folder / IMPORTANCES).read_bytes().startswith(b"\x89PNG")
+
+
+def test_help_lists_the_search_spaces_from_their_files(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "recsys_seq.cli.tune", "--help"],
+        cwd=tmp_path,
+        env=env(),
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    for name in SEARCHES:
+        file = Path(configs.CONF_DIR) / "search" / f"{name}.yaml"
+        keys = list(yaml.safe_load(file.read_text())["params"])
+        after = done.stdout.split(f"\n  {name}\n", 1)[1].splitlines()
+        block = itertools.takewhile(lambda line: line.startswith("    "), after)
+        assert [line.split()[0] for line in block] == keys, name
+    assert re.search(r"\n    model\.encoder\.num_heads +one of 1, 2, 4\n", done.stdout)
+    assert re.search(r"\n    model\.optimizer\.lr +float 0\.0003 to 0\.01, log\n", done.stdout)
+
+
 def tune_command(sweep_dir: Path, data_dir: Path, *overrides: str) -> list[str]:
     return [
         sys.executable,
@@ -290,13 +419,69 @@ def test_a_killed_study_resumes_and_completes(tmp_path, demo_dir):
     best = yaml.safe_load((sweep / "best.yaml").read_text())
     assert best["value"] == max(t.value for t in study.trials if t.value is not None)
     assert best["overrides"][:3] == [f"data.path={demo_dir}", "debug=fast", "baselines=false"]
-    for name in ("optimization_history", "param_importances", "parallel_coordinate"):
+    for name in ("optimization_history", "parallel_coordinate"):
         assert (sweep / f"{name}.png").read_bytes().startswith(b"\x89PNG")
+    assert not (sweep / "param_importances.png").exists()  # 3 trials say nothing of it
+    assert "- param_importances.png: not drawn, needs 20 completed trials, has 3" in out
     for trial in study.get_trials(states=(TrialState.COMPLETE,)):
         run = sweep / "trials" / str(trial.number)
         assert (run / "metrics.json").is_file() and (run / "train.log").is_file()
         assert "Seed set" in (run / "train.log").read_text()  # a trial's lines go there
     assert "Seed set" not in out and "GPU available" not in out
+
+
+def read(path: Path) -> str:
+    return path.read_text() if path.is_file() else ""
+
+
+@pytest.mark.slow
+def test_ctrl_c_requeues_the_running_trial_and_the_same_command_resumes(tmp_path, demo_dir):
+    """SIGINT while trial 1 trains: exit status 130 and a report; trial 1 failed, marked
+    interrupted, its values queued; the same command runs them first, as trial 2."""
+    sweep = tmp_path / "study"
+    # one epoch per trial (a few seconds), so that Ctrl-C lands while trial 1 trains
+    command = tune_command(sweep, demo_dir, "trainer.fast_dev_run=false", "trainer.max_epochs=1")
+    first = subprocess.Popen(
+        command, cwd=tmp_path, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    deadline = time.monotonic() + 300
+    log = sweep / "trials" / "1" / "train.log"
+    while first.poll() is None and time.monotonic() < deadline and "\ngiven " not in read(log):
+        time.sleep(0.1)  # "given": the last line before training starts
+    first.send_signal(signal.SIGINT)
+    out, err = first.communicate(timeout=300)
+    assert first.returncode == 130, err[-3000:]
+    assert [(n, s) for n, s, _ in trial_states(sweep / "study.db")] == [
+        (0, "COMPLETE"),
+        (1, "FAIL"),
+        (2, "WAITING"),
+    ]
+    study = optuna.load_study(study_name="sasrec", storage=f"sqlite:///{sweep / 'study.db'}")
+    stopped = study.trials[1]
+    assert stopped.user_attrs["interrupted"] is True
+    assert "Detected KeyboardInterrupt" in log.read_text()  # Lightning's shutdown, in the log
+    report = out.split("\nrecsys-tune: interrupted (Ctrl-C)", 1)[1]
+    assert report.startswith("; trial 1 was stopped and its values queued again.\n")
+    assert "Trials: 1 complete, 0 pruned, 0 failed, of 3 wanted.\n" in report
+    assert f"Best so far: trial 0, val/best_ndcg@10 = {study.trials[0].value:.4f}, with" in report
+    assert f"the database sqlite:///{sweep / 'study.db'}" in report
+    assert report.endswith(
+        "Resume with the same command; the re-queued trial runs first:\n"
+        f"  {shlex.join(['recsys-tune', *command[3:]])}\n"
+    )
+    # the summary is published whole, as of the interrupt, and nothing is left half-written
+    assert re.search(r"\n\| +1 \| INTERRUPTED +\|", (sweep / "summary.md").read_text())
+    assert not [p.name for p in sweep.iterdir() if ".tmp-" in p.name]
+
+    resumed = subprocess.run(command, cwd=tmp_path, env=env(), capture_output=True, text=True)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "1 of 3 trials finished, 1 queued to run first" in resumed.stdout
+    ran = [line.split()[1] for line in resumed.stdout.splitlines() if line.startswith("trial ")]
+    assert ran[0] == "2"  # the queued values, before any new draw
+    study = optuna.load_study(study_name="sasrec", storage=f"sqlite:///{sweep / 'study.db'}")
+    assert study.trials[2].params == stopped.params and study.trials[2].user_attrs["retry_of"] == 1
+    states = [t.state for t in study.trials]
+    assert states.count(TrialState.COMPLETE) == 3 and states[1] == TrialState.FAIL
 
 
 @pytest.mark.slow

@@ -9,7 +9,11 @@ deep-learning stack is loaded; a command imports its workflow inside its task fu
 
 from omegaconf import OmegaConf
 
+from recsys_seq.tune.space import spaces_help
+
 # conf/hydra/file_output.yaml: the run folder only when no explicit output names the result
 OmegaConf.register_new_resolver(
     "run_folder_unless", lambda output, run_dir: "." if output is not None else run_dir
 )
+# conf/hydra/help/tune.yaml: the shipped search spaces, read from conf/search/
+OmegaConf.register_new_resolver("search_spaces", spaces_help)

@@ -1,7 +1,8 @@
 """One trial: recsys-train's config composed with the trial's values, trained in the trial's
 own run folder ``<sweep dir>/trials/<number>/`` with its output kept in ``train.log`` there.
 
-The console gets two lines per trial: its number and values, then its result and time.
+The console gets two lines per trial: its number and values, then its result and time (or
+that it failed, or was interrupted, and where its output is).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from recsys_seq.core.options import OptionError
 from recsys_seq.core.publish import OutputRefused
 from recsys_seq.optimized_metric import best_key
 from recsys_seq.tune.folder import TRIALS
+from recsys_seq.tune.interrupt import StopRequest, TrialInterrupted, stops_trial
 from recsys_seq.tune.space import Param, as_overrides, suggest
 from recsys_seq.workflows.train import train
 
@@ -104,7 +106,8 @@ class Objective:
     recsys-train run with the trial's values.
 
     Each trial stores, as user attributes, its overrides, run folder, seconds and every metric
-    it measured (for the summary, on any machine that can reach the database).
+    it measured (for the summary, on any machine that can reach the database). Ctrl-C
+    (``stop``) stops its training at once (:func:`~recsys_seq.tune.interrupt.stops_trial`).
     """
 
     def __init__(
@@ -113,11 +116,13 @@ class Objective:
         base_overrides: Sequence[str],
         sweep_dir: Path,
         optimized_metric: str,
+        stop: StopRequest,
     ) -> None:
         self.space = space
         self.base_overrides = list(base_overrides)
         self.trials_dir = sweep_dir / TRIALS
         self.key = best_key(optimized_metric)
+        self.stop = stop
 
     def __call__(self, trial: optuna.Trial) -> float:
         params = as_overrides(suggest(self.space, trial))
@@ -125,11 +130,13 @@ class Objective:
         print(f"trial {trial.number}  " + "  ".join(params), flush=True)
         started = time.perf_counter()
         try:
-            metrics = self._train(run_dir, [*self.base_overrides, *params])
-        except BaseException:
+            with stops_trial(self.stop, trial):
+                metrics = self._train(run_dir, [*self.base_overrides, *params])
+        except BaseException as error:
             seconds = time.perf_counter() - started
+            what = "interrupted (Ctrl-C)" if isinstance(error, TrialInterrupted) else "failed"
             print(
-                f"trial {trial.number}  failed after {seconds:.1f} s; its output: "
+                f"trial {trial.number}  {what} after {seconds:.1f} s; its output: "
                 f"{run_dir / LOG_FILE}",
                 flush=True,
             )

@@ -8,7 +8,8 @@ Each key is a recsys-train override key (``model.optimizer.lr``, or a config gro
     model.encoder.num_layers: {type: int, low: 1, high: 3}
     loss@model.loss: {type: categorical, choices: [full_softmax, sampled_softmax]}
 
-A mistake is one error naming ``search.params.<key>`` before any trial runs.
+A mistake is one error naming ``search.params.<key>`` before any trial runs. The shipped
+spaces (:func:`named_spaces`) are also what ``recsys-tune --help`` lists (:func:`spaces_help`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,12 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
+from omegaconf import OmegaConf
+
+from recsys_seq.core.conf import CONF_DIR
 from recsys_seq.core.options import OptionError, checked, option
+
+SEARCH_DIR = CONF_DIR / "search"  # the shipped spaces, one file each
 
 
 class Trial(Protocol):
@@ -43,6 +49,11 @@ class FloatParam:
     def suggest(self, trial: Trial, name: str) -> float:
         return trial.suggest_float(name, self.low, self.high, log=self.log, step=self.step)
 
+    def describe(self) -> str:
+        """How it is drawn, in a few words (``float 0.0003 to 0.01, log``)."""
+        step = f", step {self.step:g}" if self.step else ""
+        return f"float {self.low:g} to {self.high:g}{', log' if self.log else ''}{step}"
+
 
 @dataclass(frozen=True)
 class IntParam:
@@ -56,6 +67,11 @@ class IntParam:
     def suggest(self, trial: Trial, name: str) -> int:
         return trial.suggest_int(name, self.low, self.high, step=self.step, log=self.log)
 
+    def describe(self) -> str:
+        """How it is drawn, in a few words (``int 1 to 3``)."""
+        step = f", step {self.step}" if self.step != 1 else ""
+        return f"int {self.low} to {self.high}{', log' if self.log else ''}{step}"
+
 
 @dataclass(frozen=True)
 class CategoricalParam:
@@ -65,6 +81,10 @@ class CategoricalParam:
 
     def suggest(self, trial: Trial, name: str) -> Any:
         return trial.suggest_categorical(name, list(self.choices))
+
+    def describe(self) -> str:
+        """How it is drawn, in a few words (``one of 1, 2, 4``), each choice as typed."""
+        return "one of " + ", ".join(map(_override_value, self.choices))
 
 
 Param = FloatParam | IntParam | CategoricalParam
@@ -84,6 +104,28 @@ def parse_space(params: Mapping[str, Any] | None, where: str = "search.params") 
             f"{params!r}."
         )
     return {str(key): _param(spec, f"{where}.{key}") for key, spec in params.items()}
+
+
+def named_spaces() -> dict[str, dict[str, Param]]:
+    """The search spaces the project ships, checked, by name (``search=<name>`` picks
+    ``conf/search/<name>.yaml``)."""
+    return {
+        path.stem: parse_space(
+            OmegaConf.to_container(OmegaConf.load(path)).get("params"), f"{path}: params"
+        )
+        for path in sorted(SEARCH_DIR.glob("*.yaml"))
+    }
+
+
+def spaces_help() -> str:
+    """The shipped search spaces as ``recsys-tune --help`` lists them
+    (``conf/hydra/help/tune.yaml``): read from the files, so the page cannot drift from them."""
+    spaces = named_spaces()
+    width = max(len(key) for space in spaces.values() for key in space)
+    lines = ["Search spaces (search=<name>: conf/search/<name>.yaml; copy one to change it):"]
+    for name, space in spaces.items():
+        lines += [f"  {name}", *(f"    {k:<{width}}  {p.describe()}" for k, p in space.items())]
+    return "\n".join(lines)
 
 
 def _param(spec: Any, where: str) -> Param:

@@ -15,7 +15,9 @@ another), so that
   as stale): for one worker only, as it would fail the other workers' trials too;
 * several processes work one study at once, each running the same command: a worker starts a
   trial only while finished plus running trials are fewer than ``tune.n_trials``, and waits
-  for the others' last trials before it ends, so each one ends with the study complete.
+  for the others' last trials before it ends, so each one ends with the study complete;
+* Ctrl-C stops the running trial at once and queues its values to run first, or stops before
+  the next trial (:mod:`~recsys_seq.tune.interrupt`).
 
 A study remembers the options it was made with (the recsys-train overrides, the space, the
 optimised metric): resuming it with others would mix two experiments, and is refused.
@@ -40,6 +42,7 @@ from optuna.trial import TrialState
 from recsys_seq.core.errors import UserError
 from recsys_seq.core.options import OptionError, checked, option
 from recsys_seq.tune.folder import DATABASE
+from recsys_seq.tune.interrupt import StopRequest, TrialInterrupted, requeue
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)  # what counts towards tune.n_trials
 MADE_WITH = "made_with"  # the study's user attribute: what it was made with
@@ -192,19 +195,29 @@ def work(
     n_trials: int,
     poll_seconds: float,
     say: Callable[[str], None] = print,
-) -> None:
+    stop: StopRequest | None = None,
+) -> int | None:
     """Run trials until ``study`` has ``n_trials`` finished ones, sharing the work with any
-    other process running the same study.
+    other process running the same study, or until Ctrl-C (``stop``; None: never requested).
 
     A trial starts only while finished plus running trials are fewer than ``n_trials``; when
     the rest are running elsewhere, this waits for them (every ``poll_seconds``), so a running
     trial whose process was killed is failed and retried here after its grace period.
+
+    Returns:
+        The number of the trial Ctrl-C interrupted, its values queued again
+        (:func:`~recsys_seq.tune.interrupt.requeue`); None when none was.
     """
+    stop = stop or StopRequest()
     waiting = False
-    while (finished := count(study, FINISHED)) < n_trials:
+    while not stop.requested and (finished := count(study, FINISHED)) < n_trials:
         running = count(study, (TrialState.RUNNING,))
         if finished + running < n_trials:
-            study.optimize(objective, n_trials=1)
+            try:
+                study.optimize(objective, n_trials=1)
+            except TrialInterrupted as interrupted:
+                requeue(study, interrupted)
+                return interrupted.number
             waiting = False
             continue
         if not waiting:
@@ -213,5 +226,16 @@ def work(
                 "waiting for them (a killed one is run again once its heartbeat is stale)."
             )
             waiting = True
-        time.sleep(poll_seconds)
+        _wait(stop, poll_seconds)
         fail_stale_trials(study)
+    return None
+
+
+def _wait(stop: StopRequest, seconds: float) -> None:
+    """Sleep, or less when Ctrl-C comes (then the loop ends: nothing of ours is running)."""
+    try:
+        with stop.armed():
+            time.sleep(seconds)
+    except KeyboardInterrupt:
+        if not stop.requested:
+            raise
