@@ -167,7 +167,7 @@ def check_ratings(
     column = source_column(fmt, schema.RAW_RATING)
     dtype = raw.collect_schema()[schema.RAW_RATING]
     try:
-        rating = steps.rating(dtype)
+        rating = steps.numbers(schema.RAW_RATING, dtype)
     except TypeError:
         raise PrepError(
             f"{path}: min_rating={min_rating} needs numeric ratings, and the rating column "

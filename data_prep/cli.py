@@ -15,6 +15,7 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
+from data_prep import schema
 from data_prep.cluster import is_address
 from data_prep.prep import prepare
 from data_prep.progress import console_stages
@@ -79,10 +80,29 @@ def summary(meta: dict[str, Any], output: str) -> None:
         ("suggested buckets", ", ".join(map(str, meta["suggested_buckets"]))),
         ("padding waste in buckets", f"{meta['bucket_padding_waste']:.1%}"),
         ("side features (vocab)", sides),
+        *_item_rows(meta),
     ]
     columns = [Column("figure"), Column("value", right=True)]
     print_table(columns, rows, title=f"prepared {meta['name']}", header=False)
     print(f"output: {Path(output).resolve()}")
+
+
+def _item_rows(meta: dict[str, Any]) -> list[tuple[str, str]]:
+    """The item table's rows of the summary (none without ``items=``): how its rows joined
+    the log's items, and each attribute's kind and vocabulary size."""
+    table = meta.get(schema.META_ITEM_TABLE)
+    if table is None:
+        return []
+    attributes = meta[schema.META_ITEM_ATTRIBUTES]
+    return [
+        ("item table", Path(table["file"]).name),
+        ("item rows matched / not in the log", f"{table['matched']:,} / {table['not_in_log']:,}"),
+        ("items without a row", f"{table['without_row']:,}"),
+        (
+            "item attributes (kind, vocab)",
+            ", ".join(f"{k} ({a['kind']}, {a['size']})" for k, a in attributes.items()),
+        ),
+    ]
 
 
 @hydra.main(version_base="1.3", config_path=CONF_SEARCH_PATH, config_name="prep")

@@ -20,7 +20,7 @@ Two layers, so that a check can still see what the file holds:
   but unusable (``yesterday``, the float id 1.5) becomes null, and
   :func:`data_prep.checks.check_values` reports it with its line; a column whose type cannot
   hold ids or times (booleans, lists, structs) is refused at once. ``rating`` keeps its source
-  type: only the ``min_rating`` filter reads it (see :func:`data_prep.steps.rating`).
+  type: only the ``min_rating`` filter reads it (see :func:`data_prep.steps.numbers`).
 
 Before a reader runs, :mod:`data_prep.sniff` checks the file's head (missing, empty, binary,
 wrong separator, wrong field count) so that those errors name the file and line instead of
@@ -54,15 +54,22 @@ FORMAT_DIR = CONF_DIR / "format"
 TIME_UNITS = ("s", "ms", "us", "ns")
 
 
-def load_format(fmt: str | Mapping[str, Any]) -> dict[str, Any]:
-    """Return a format mapping: given as a mapping, or by name from ``conf/format/<name>.yaml``
-    (the built-in ones, the default ``csv`` included, are defined there only)."""
+def load_format(
+    fmt: str | Mapping[str, Any], folder: Path = FORMAT_DIR, option: str = "format"
+) -> dict[str, Any]:
+    """Return a format mapping: given as a mapping, or by name from ``<folder>/<name>.yaml``,
+    ``conf/format`` for logs (the built-in ones, the default ``csv`` included, are defined
+    there only), ``conf/items_format`` for item tables (:mod:`data_prep.item_formats`).
+
+    Args:
+        option: the option that names it, for the message that refuses an unknown name.
+    """
     if not isinstance(fmt, str):
         return dict(fmt)
-    path = FORMAT_DIR / f"{fmt}.yaml"
+    path = folder / f"{fmt}.yaml"
     if not path.is_file():
-        known = sorted(p.stem for p in FORMAT_DIR.glob("*.yaml"))
-        raise PrepError(f"Unknown format {fmt!r}: no {path}. Known formats: {', '.join(known)}.")
+        known = sorted(p.stem for p in folder.glob("*.yaml"))
+        raise PrepError(f"Unknown {option} {fmt!r}: no {path}. Known: {', '.join(known)}.")
     return dict(OmegaConf.to_container(OmegaConf.load(path), resolve=True))
 
 

@@ -13,7 +13,6 @@ arguments, as a cluster ships them (see :mod:`data_prep.stages`).
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -25,7 +24,7 @@ import polars as pl
 
 from data_prep import checks, steps
 from data_prep.formats import scan
-from data_prep.inputs import LogFile
+from data_prep.inputs import LogFile, file_sha256
 from data_prep.lines import parse_error
 from data_prep.parts import Store, part_bounds, partition, user_sample
 from data_prep.prep_error import PrepError
@@ -74,11 +73,8 @@ def describe_file(path: Path, fmt: Mapping[str, Any]) -> tuple[str, dict[str, pl
     the format's reader cannot read is refused here, before any work)."""
     with reading(path, fmt):
         columns = dict(scan(path, fmt).collect_schema())
-        digest = hashlib.sha256()
-        with open(path, "rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                digest.update(chunk)
-    return digest.hexdigest(), columns
+        digest = file_sha256(path)
+    return digest, columns
 
 
 @dataclass

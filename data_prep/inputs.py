@@ -71,6 +71,15 @@ def read_folders(spec: str) -> list[Path]:
     return [Path(spec)] if not is_pattern(spec) and Path(spec).is_dir() else []
 
 
+def file_sha256(path: Path) -> str:
+    """The file's content hash, read in 1 MiB chunks (a log's part, an item table)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
 def combined_sha256(file_hashes: Sequence[str]) -> str:
     """The log's content hash: a single file's own hash, else the hash of the files' hashes
     in read order (renaming or moving the parts does not change it; reordering them does,

@@ -82,10 +82,11 @@ def _file_line(row: int, path: Path, fmt: Mapping[str, Any]) -> int | None:
     return found.item() if found.height else None
 
 
-def text_fields(path: Path, fmt: Mapping[str, Any]) -> pl.LazyFrame:
+def text_fields(path: Path | io.BytesIO, fmt: Mapping[str, Any]) -> pl.LazyFrame:
     """For the readers that split lines themselves (a multi-character separator, one user per
     line): the fields as stripped text, in the reader's row order, before integer columns
-    are recognised (the check that names a line whose field is not an integer reads these)."""
+    are recognised (the check that names a line whose field is not an integer reads these).
+    ``path`` may be the file's text already in memory (an item table transcoded to UTF-8)."""
     lines = pl.scan_csv(
         path, separator="\x1f", has_header=False, new_columns=["line"], quote_char=None
     )

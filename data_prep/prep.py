@@ -1,8 +1,10 @@
 """The prep job: raw behaviour log -> prepared dataset folder (see :mod:`data_prep.schema`).
 
-:func:`prepare` resolves and checks the options, checks the input (:mod:`data_prep.checks`),
-runs the steps (:mod:`data_prep.steps`) over user partitions (:mod:`data_prep.job`) in a
-temporary folder next to the output, adds ``meta.json`` and the length histogram, and
+:func:`prepare` resolves and checks the options, checks the input (:mod:`data_prep.checks`)
+and the item table (``items=``, :mod:`data_prep.item_table`), runs the steps
+(:mod:`data_prep.steps`) over user partitions (:mod:`data_prep.job`) in a temporary folder next
+to the output, joins the item table's attributes to the items
+(:mod:`data_prep.item_attributes`), adds ``meta.json`` and the length histogram, and
 publishes the folder with :mod:`recsys_seq.core.publish`: a failed or killed job leaves the previous
 output intact (or nothing), and an existing output is replaced only when it is a prepared
 dataset the project wrote, never the input, a folder holding it or a user's folder.
@@ -23,15 +25,16 @@ from typing import Any
 import polars as pl
 from omegaconf import OmegaConf
 
-from data_prep import cluster, input_tasks, inputs, job, schema, stats
+from data_prep import cluster, input_tasks, inputs, item_attributes, job, schema, stats
 from data_prep.formats import TIME_UNITS, has_clock, load_format, option_time
+from data_prep.item_formats import load_item_format
+from data_prep.item_table import ItemTable, read_item_table
 from data_prep.prep_error import PrepError
 from data_prep.progress import quiet
 from recsys_seq.core import artifacts, publish, refusals, temporaries
 from recsys_seq.core.conf import CONF_DIR
 from recsys_seq.core.option_checks import option_flag, option_int, option_list, option_number
 
-PAD_TOKEN = "<pad>"
 PREPARED_DATASET = "prepared_dataset"
 """The artifact kind of a prepared folder (see :mod:`recsys_seq.core.artifacts`)."""
 artifacts.register_folder_kind(
@@ -56,23 +59,25 @@ CHOICES = {
 }
 # options that do not change the result (left out of the fingerprint)
 NOT_FINGERPRINTED = (
-    "input", "output", "name", "reuse_existing", "partitions", "features", "cluster",
+    "input", "output", "name", "reuse_existing", "partitions", "features", "cluster", "items",
 )  # fmt: skip
+# options that change nothing without an item table (left out of its fingerprint then)
+ITEM_OPTIONS = ("items_format", "item_buckets")
 
 
 def defaults() -> dict[str, Any]:
     """Every prep option with its default, read from ``conf/prep.yaml``: the one owner of the
     options and of their documentation, for the command line and the Python API alike.
 
-    The format and the cluster are the yaml's defaults-list choices (``format: csv``,
-    ``cluster: null``), by name, first as Hydra composes them; the rest of the defaults list
-    and the ``hydra:`` section configure Hydra, not the job (and are left out before
-    resolving: their interpolations need Hydra).
+    The format, the item table's format and the cluster are the yaml's defaults-list choices
+    (``format: csv``, ``items_format: null``, ``cluster: null``), by name, first as Hydra
+    composes them; the rest of the defaults list and the ``hydra:`` section configure Hydra,
+    not the job (and are left out before resolving: their interpolations need Hydra).
     """
     cfg = OmegaConf.load(PREP_CONFIG)
     choices = {k: v for c in cfg.pop("defaults") if isinstance(c, Mapping) for k, v in c.items()}
     cfg.pop("hydra")
-    groups = {"format": choices["format"], "cluster": choices["cluster"]}
+    groups = {key: choices[key] for key in ("format", "items_format", "cluster")}
     return {**groups, **OmegaConf.to_container(cfg, resolve=True)}
 
 
@@ -138,10 +143,31 @@ def resolve_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
     for key in ("start_time", "end_time", "split_cut"):
         out[key] = option_time(key, out[key], unit)
     out["reuse_existing"] = option_flag("reuse_existing", out["reuse_existing"])
+    _resolve_items(out)
     out["cluster"] = cluster.resolve_cluster(out["cluster"])
     if out["name"] is None:
         out["name"] = Path(out["output"]).name
     return out
+
+
+def _resolve_items(out: dict[str, Any]) -> None:
+    """The item table's options: ``items`` a path or None, ``items_format`` its checked
+    mapping (:func:`data_prep.item_formats.load_item_format`; ``csv`` when a table is given
+    without one), ``item_buckets`` a count."""
+    fmt = out["items_format"]
+    if out["items"] is None:
+        if fmt is not None:
+            name = fmt if isinstance(fmt, str) else fmt.get("name")
+            raise PrepError(
+                f"items_format={name} needs items=<item table file>; give the file, or leave "
+                "items_format out."
+            )
+    else:
+        if not isinstance(out["items"], (str, Path)):
+            raise PrepError(f"Option items must be a path, got {out['items']!r}.")
+        out["items"] = str(out["items"])
+        out["items_format"] = load_item_format(fmt or "csv")
+    out["item_buckets"] = option_int("item_buckets", out["item_buckets"], 1)
 
 
 def _features(cfg: Mapping[str, Any], columns: Mapping[str, pl.DataType]) -> list[str]:
@@ -171,8 +197,10 @@ def _check_columns(cfg: Mapping[str, Any], columns: Mapping[str, pl.DataType]) -
 
 
 def fingerprint(cfg: Mapping[str, Any], input_sha256: str) -> str:
-    """Hash of the input bytes and every option that changes the result (not paths/names)."""
-    relevant = {k: v for k, v in cfg.items() if k not in NOT_FINGERPRINTED}
+    """Hash of the input bytes (the log's, and the item table's after them) and every option
+    that changes the result (not paths/names; the item table's options only with a table)."""
+    ignored = (*NOT_FINGERPRINTED, *(ITEM_OPTIONS if cfg.get("items") is None else ()))
+    relevant = {k: v for k, v in cfg.items() if k not in ignored}
     payload = json.dumps(relevant, sort_keys=True, default=str)
     return hashlib.sha256((input_sha256 + payload).encode()).hexdigest()
 
@@ -211,11 +239,13 @@ def prepare(cfg: Mapping[str, Any], stage=quiet) -> dict[str, Any]:
     out = Path(cfg["output"])
     files = inputs.log_files(cfg["input"])
     read = [*files, *inputs.read_folders(cfg["input"])]
+    table = _item_table(cfg, stage)
+    read += [table.path] if table else []
     temporaries.recover(out)
     with _executor(cfg["cluster"], stage) as executor:
         described = executor.map(input_tasks.describe_file, files, cfg["format"])
         sha = inputs.combined_sha256([digest for digest, _ in described])
-        fp = fingerprint(cfg, sha)
+        fp = fingerprint(cfg, sha + (table.sha256 if table else ""))
         if cfg["reuse_existing"] and is_same_dataset(out, fp):
             return read_meta(out)
         refusals.check_target(out, PREPARED_DATASET, folder=True, inputs=read)  # before the work
@@ -243,13 +273,30 @@ def prepare(cfg: Mapping[str, Any], stage=quiet) -> dict[str, Any]:
                     f"{cfg['min_user_events']}, min_item_events={cfg['min_item_events']}); "
                     "loosen them or check the column mapping."
                 )
-            meta = make_meta(cfg, result, fp, sha)
+            items, meta = result.items, make_meta(cfg, result, fp, sha)
+            if table is not None:
+                with stage(f"joining the item table {table.path.name}"):
+                    attached = item_attributes.attach(
+                        items, table, cfg["item_buckets"], cfg["input"]
+                    )
+                items = attached.items
+                meta[schema.META_ITEM_ATTRIBUTES] = attached.attributes
+                meta[schema.META_ITEM_TABLE] = attached.report
             with stage("items, users, meta.json, histogram"):
-                result.items.write_parquet(tmp / schema.ITEMS_FILE)
+                items.write_parquet(tmp / schema.ITEMS_FILE)
                 result.users.write_parquet(tmp / schema.USERS_FILE)
                 stats.write_histogram(result.lengths, meta, tmp / schema.HISTOGRAM_FILE)
                 (tmp / schema.META_FILE).write_text(json.dumps(meta, indent=2, default=str) + "\n")
     return read_meta(out) or meta
+
+
+def _item_table(cfg: Mapping[str, Any], stage) -> ItemTable | None:
+    """The item table, read and checked in this process before any work (it is small), or
+    None without ``items=``."""
+    if cfg["items"] is None:
+        return None
+    with stage(f"reading the item table {Path(cfg['items']).name}"):
+        return read_item_table(cfg["items"], cfg["items_format"])
 
 
 @contextmanager
@@ -282,7 +329,7 @@ def make_meta(
     buckets = stats.suggest_buckets(
         lengths.to_numpy(), int(cfg["max_buckets"]), float(cfg["bucket_waste"])
     )
-    vocab = {name: [PAD_TOKEN, *values] for name, values in result.vocab.items()}
+    vocab = {name: [schema.PAD_TOKEN, *values] for name, values in result.vocab.items()}
     config = {k: v for k, v in cfg.items() if k not in ("features", "cluster")}
     return {
         schema.META_SCHEMA_VERSION: schema.SCHEMA_VERSION,

@@ -3,7 +3,7 @@
 A prepared dataset is a folder::
 
     sequences.parquet   one row per user, sorted by ``user``
-    items.parquet       item index -> original id (+ training count, category)
+    items.parquet       item index -> original id (+ training count, category, item attributes)
     users.parquet       user index -> original id
     meta.json           schema version, prep config, fingerprints, counts, length statistics
     length_histogram.png
@@ -28,6 +28,16 @@ into those lists, so every split is a view of the same data::
 * Side-feature lists (``category``, ``event``, ``gap``) have the same length as ``items``; their
   index 0 is PAD/unknown too. ``gap`` codes the time since the user's previous event in
   log2-second buckets (code 1 = first event; see ``meta.json`` ``vocab.gap`` for the labels).
+* Item attributes (``items=<table>``, see :mod:`data_prep.item_attributes`) are columns of
+  ``items.parquet`` named as the table's columns, described in ``meta.json``
+  ``item_attributes`` (kind, vocabulary, bucket edges); code 0 is PAD/missing, as for side
+  features::
+
+      item  original_id  count  brand  genres  price
+      1     2858         3428   2      [1, 4]  9      categorical: one code (0 = missing)
+      2     260          2991   0      [2, 6]  0      multi: a list of codes, 0 never inside
+      3     1210         2883   1      []      8        ([] = no value, or no table row)
+                                                      numeric-bucketed: a bucket code
 
 Splits (``meta.json`` ``split``):
 
@@ -47,6 +57,7 @@ Splits (``meta.json`` ``split``):
 SCHEMA_VERSION = 1
 
 PAD = 0
+PAD_TOKEN = "<pad>"  # position 0 of every vocabulary in meta.json
 
 SEQUENCES_FILE = "sequences.parquet"
 ITEMS_FILE = "items.parquet"
@@ -97,3 +108,15 @@ META_BUCKETS = "suggested_buckets"  # ascending upper edges of length buckets, l
 META_SPLIT = "split"  # "leave_one_out" | "temporal"
 META_SPLIT_CUT = "split_cut"  # temporal split: the cut time (log clock units), else null
 META_INPUT_SHA256 = "input_sha256"  # hash of the raw input bytes
+# item attributes: {name: {"kind": ..., "size": vocabulary size including PAD, "vocab":
+# [values], list position = code, position 0 is "<pad>"; numeric-bucketed also "edges"}}
+META_ITEM_ATTRIBUTES = "item_attributes"
+META_ITEM_TABLE = "item_table"  # the item table: file, format, sha256 and how its rows joined
+
+# kinds of item attribute columns in items.parquet
+CATEGORICAL = "categorical"  # Int64 code, one value per item
+MULTI = "multi"  # list of Int64 codes, values in the table's order, each once
+NUMERIC_BUCKETED = "numeric-bucketed"  # Int64 quantile-bucket code
+ATTRIBUTE_KINDS = (CATEGORICAL, MULTI, NUMERIC_BUCKETED)
+# items.parquet columns an item attribute may not be named after
+ITEM_COLUMNS = (ITEM, ORIGINAL_ID, COUNT, RAW_CATEGORY)

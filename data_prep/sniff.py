@@ -7,6 +7,8 @@ line is no object, a separator that does not occur in the first line while anoth
 and lines whose field count differs from the header (or the format's ``names``). What only a
 full read finds (a late value that does not fit its column) is located afterwards by
 :mod:`data_prep.lines`; this module reads a format mapping's keys only, below the readers.
+The same checks guard an item table (``items=``, :mod:`data_prep.item_readers`), whose
+messages name its own option (:data:`ITEM_TABLE`) and whose format may set an ``encoding``.
 """
 
 from __future__ import annotations
@@ -14,13 +16,25 @@ from __future__ import annotations
 import zlib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from data_prep.prep_error import PrepError
 
 SNIFF_BYTES = 1 << 16
 COMMON_SEPARATORS = (",", "\t", ";", "|", "::", " ")
 TEXT_READERS = ("csv", "user_lines", "jsonl", "diginetica")
+
+
+class Role(NamedTuple):
+    """What the sniffed file is to the job, for the messages: the option that names its format
+    and what kind of file it is."""
+
+    option: str
+    kind: str
+
+
+LOG = Role("format", "log")
+ITEM_TABLE = Role("items_format", "item table")  # items=<file> (:mod:`data_prep.item_readers`)
 
 
 def head_bytes(path: Path) -> bytes:
@@ -37,27 +51,27 @@ def head_bytes(path: Path) -> bytes:
         ) from None
 
 
-def check_file(path: Path, fmt: Mapping[str, Any]) -> None:
+def check_file(path: Path, fmt: Mapping[str, Any], role: Role = LOG) -> None:
     """Raise :class:`PrepError` for a file the format's reader cannot sensibly read."""
     name = fmt.get("name", "?")
     if path.exists() and not path.is_file():
         what = "a folder" if path.is_dir() else "not a regular file (a device, pipe or socket)"
-        raise PrepError(f"Input {path} is {what}; give the {name} log file itself.")
+        raise PrepError(f"Input {path} is {what}; give the {name} {role.kind} file itself.")
     if not path.is_file():
-        raise PrepError(f"Input file not found: {path} (format {name!r}).")
+        raise PrepError(f"Input file not found: {path} ({role.option} {name!r}).")
     if path.stat().st_size == 0:
-        raise PrepError(f"Input file {path} is empty (0 bytes); expected a {name} log.")
+        raise PrepError(f"Input file {path} is empty (0 bytes); expected a {name} {role.kind}.")
     head = head_bytes(path)
     reader = fmt.get("reader", "csv")
     if reader == "parquet":
         if not head.startswith(b"PAR1"):
-            raise PrepError(f"{path} is not a Parquet file (no PAR1 magic); check format=.")
+            raise PrepError(f"{path} is not a Parquet file (no PAR1 magic); check {role.option}=.")
         return
     if reader not in TEXT_READERS:
         return
     if not head.strip():
-        raise PrepError(f"Input file {path} is empty (no text); expected a {name} log.")
-    text = _decode(head, path, name)
+        raise PrepError(f"Input file {path} is empty (no text); expected a {name} {role.kind}.")
+    text = _decode(head, path, fmt, role)
     complete = len(head) < SNIFF_BYTES
     lines = text.split("\n")
     lines = [ln.rstrip("\r") for ln in (lines if complete else lines[:-1])]
@@ -65,32 +79,35 @@ def check_file(path: Path, fmt: Mapping[str, Any]) -> None:
         first = next((ln for ln in lines if ln.strip()), "")
         if not first.lstrip().startswith("{"):
             raise PrepError(
-                f"{path}, line 1: expected one JSON object per line (format {name!r}), found "
-                f"{first[:60]!r}."
+                f"{path}, line 1: expected one JSON object per line ({role.option} {name!r}), "
+                f"found {first[:60]!r}."
             )
     elif reader in ("csv", "diginetica"):
-        _check_fields(lines, path, fmt)
+        _check_fields(lines, path, fmt, role)
 
 
-def _decode(head: bytes, path: Path, name: str) -> str:
+def _decode(head: bytes, path: Path, fmt: Mapping[str, Any], role: Role) -> str:
+    """The head as text in the format's ``encoding`` (UTF-8 but for item tables such as
+    MovieLens' latin-1 movies.dat, see :mod:`data_prep.item_readers`)."""
+    name, encoding = fmt.get("name", "?"), fmt.get("encoding", "UTF-8")
     if b"\x00" in head:
         raise PrepError(
-            f"{path} looks binary (it contains NUL bytes), not a {name} text log; check the "
-            "file and format= (Parquet files need format=parquet)."
+            f"{path} looks binary (it contains NUL bytes), not a {name} text {role.kind}; "
+            f"check the file and {role.option}= (Parquet files need {role.option}=parquet)."
         )
     try:
-        return head.decode("utf-8")
+        return head.decode(encoding)
     except UnicodeDecodeError as err:
         if err.start >= len(head) - 3:  # a multi-byte character cut by the sniff window
-            return head[: err.start].decode("utf-8")
+            return head[: err.start].decode(encoding)
         line = head[: err.start].count(b"\n") + 1
         raise PrepError(
-            f"{path}, line {line}: bytes that are not UTF-8 text (at byte {err.start}); the "
-            f"file looks binary or uses another encoding, not a {name} text log."
+            f"{path}, line {line}: bytes that are not {encoding} text (at byte {err.start}); the "
+            f"file looks binary or uses another encoding, not a {name} text {role.kind}."
         ) from None
 
 
-def _check_fields(lines: list[str], path: Path, fmt: Mapping[str, Any]) -> None:
+def _check_fields(lines: list[str], path: Path, fmt: Mapping[str, Any], role: Role) -> None:
     """Separator and field count of the sniffed lines against the header or ``names``."""
     sep = fmt.get("separator", ";" if fmt.get("reader") == "diginetica" else ",")
     quote = fmt.get("quote_char", '"')
@@ -102,9 +119,11 @@ def _check_fields(lines: list[str], path: Path, fmt: Mapping[str, Any]) -> None:
     expected = len(names) if names else len(first.split(sep))
     found = [s for s in COMMON_SEPARATORS if s != sep and s in first]
     if sep not in first and (expected > 1 or found):
-        hint = f"; it contains {found[0]!r}: set format.separator={found[0]!r}?" if found else ""
+        hint = ""
+        if found:
+            hint = f"; it contains {found[0]!r}: set {role.option}.separator={found[0]!r}?"
         raise PrepError(
-            f"{path}, line 1: no {sep!r} separator (format {fmt.get('name')!r} expects "
+            f"{path}, line 1: no {sep!r} separator ({role.option} {fmt.get('name')!r} expects "
             f"{expected} fields separated by {sep!r}){hint} Line 1 reads {first[:80]!r}."
         )
     for number, line in enumerate(lines, start=1):

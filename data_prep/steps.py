@@ -41,7 +41,7 @@ def select_events(raw: pl.LazyFrame, cfg: Mapping[str, Any], first_row: int = 0)
         lf = lf.filter(pl.col(schema.RAW_EVENT).cast(pl.String).is_in(keep))
     if cfg["min_rating"] is not None:
         # a missing rating is null, and null never passes (checks.check_ratings ran first)
-        value = rating(raw.collect_schema()[schema.RAW_RATING]).value
+        value = numbers(schema.RAW_RATING, raw.collect_schema()[schema.RAW_RATING]).value
         lf = lf.filter(value >= float(cfg["min_rating"]))
     if cfg["start_time"] is not None:
         lf = lf.filter(pl.col(TS) >= cfg["start_time"])
@@ -50,16 +50,17 @@ def select_events(raw: pl.LazyFrame, cfg: Mapping[str, Any], first_row: int = 0)
     return lf
 
 
-class Rating(NamedTuple):
-    """The rating column read as numbers (see :func:`rating`)."""
+class Numbers(NamedTuple):
+    """A column read as numbers (see :func:`numbers`)."""
 
     value: pl.Expr  # Float64; null where missing or unreadable
     missing: pl.Expr  # null, empty or whitespace text, NaN
     unreadable: pl.Expr  # present but not a finite number: "abc", inf
 
 
-def rating(dtype: pl.DataType) -> Rating:
-    """The rating of a column of ``dtype``: numbers as they are, text parsed as a number.
+def numbers(column: str, dtype: pl.DataType) -> Numbers:
+    """The values of ``column`` (of ``dtype``) as numbers: numbers as they are, text parsed as
+    a number; the log's ratings (``min_rating``) and an item table's numeric columns.
 
     NaN is missing, like null: ``NaN >= 4`` is true in Polars' total order, so a NaN rating
     would pass every threshold if it were kept as a number.
@@ -67,7 +68,7 @@ def rating(dtype: pl.DataType) -> Rating:
     Raises:
         TypeError: ``dtype`` holds no numbers (booleans, lists, ...).
     """
-    col = pl.col(schema.RAW_RATING)
+    col = pl.col(column)
     if dtype.is_numeric():
         number = col.cast(pl.Float64)
         missing = number.is_null() | number.is_nan()
@@ -76,9 +77,9 @@ def rating(dtype: pl.DataType) -> Rating:
         number = text.cast(pl.Float64, strict=False)
         missing = text.is_null() | (text == "") | number.is_nan().fill_null(False)
     else:
-        raise TypeError(f"a {dtype} column holds no ratings")
+        raise TypeError(f"a {dtype} column holds no numbers")
     unreadable = ~missing & (number.is_null() | number.is_infinite())
-    return Rating(pl.when(~missing & ~unreadable).then(number), missing, unreadable)
+    return Numbers(pl.when(~missing & ~unreadable).then(number), missing, unreadable)
 
 
 def order_and_dedup(

@@ -377,8 +377,8 @@ def test_conf_formats_load():
 
 def test_python_defaults_are_the_composed_cli_config():
     """conf/prep.yaml is the one owner of the defaults: the Python API reads exactly what
-    Hydra composes for recsys-prep (the format and the cluster by name, as the defaults list
-    chooses them; no cluster composes no key)."""
+    Hydra composes for recsys-prep (the format, the item table's format and the cluster by
+    name, as the defaults list chooses them; no cluster or item format composes no key)."""
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
@@ -391,4 +391,5 @@ def test_python_defaults_are_the_composed_cli_config():
     ours = defaults()
     assert ours["format"] == "csv" and composed["format"] == load_format("csv")
     assert ours.pop("cluster") is None and "cluster" not in composed
+    assert ours.pop("items_format") is None and "items_format" not in composed
     assert {**ours, "format": composed["format"]} == composed

@@ -19,7 +19,6 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -41,22 +40,12 @@ from tests.helpers import (
     case,
     column,
     items_col,
+    meta_edit,
     read,
     table,
 )
 
 # ---------------------------------------------------------------------------- corruptions
-
-
-def meta_edit(change: Callable[[dict], object]):
-    """Rewrite meta.json after ``change`` edited it in place."""
-
-    def corrupt(folder: Path) -> None:
-        meta = json.loads((folder / META).read_text())
-        change(meta)
-        (folder / META).write_text(json.dumps(meta))
-
-    return corrupt
 
 
 def meta_set(key: str, value: object):

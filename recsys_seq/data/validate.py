@@ -17,7 +17,9 @@ cannot change anything loaded.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Mapping
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -115,7 +117,56 @@ def check_meta(file: Path) -> dict[str, Any]:
                 f"has {schema.META_SIDE_FEATURES}.{name} = {shown(size)} ({_json_kind(size)}); "
                 "expected a vocabulary size, a whole number >= 1",
             )
+    if schema.META_ITEM_ATTRIBUTES in meta:
+        _check_item_attributes(file, meta)
     return meta
+
+
+def _check_item_attributes(file: Path, meta: dict) -> None:
+    """``item_attributes`` (an item table's columns, see :mod:`data_prep.item_attributes`):
+    per attribute a known kind, a vocabulary of ``size`` strings starting with PAD, and for
+    a numeric-bucketed one ``size - 2`` increasing finite edges."""
+    key = schema.META_ITEM_ATTRIBUTES
+    attributes = _require(file, meta, key, lambda v: isinstance(v, dict), "an object")
+    for name, entry in attributes.items():
+        where = f"{key}.{name}"
+        if name in schema.ITEM_COLUMNS:
+            refuse(file, f"names an item attribute {name!r}, a column items.parquet has already")
+        if not isinstance(entry, dict):
+            refuse(file, f"has {where} = {shown(entry)} ({_json_kind(entry)}); expected an object")
+        if entry.get("kind") not in schema.ATTRIBUTE_KINDS:
+            refuse(
+                file,
+                f"has {where}.kind = {shown(entry.get('kind'))}; expected one of "
+                f"{', '.join(schema.ATTRIBUTE_KINDS)}",
+            )
+        size, vocab = entry.get("size"), entry.get("vocab")
+        if not _is_count(size):
+            refuse(file, f"has {where}.size = {shown(size)}; expected a whole number >= 1")
+        if (
+            not isinstance(vocab, list)
+            or len(vocab) != size
+            or not all(isinstance(v, str) for v in vocab)
+            or vocab[0] != schema.PAD_TOKEN
+        ):
+            refuse(
+                file,
+                f"has {where}.vocab = {shown(vocab)}; expected {size} strings, the first "
+                f"{schema.PAD_TOKEN!r}",
+            )
+        if entry["kind"] == schema.NUMERIC_BUCKETED and not _are_edges(entry.get("edges"), size):
+            refuse(
+                file,
+                f"has {where}.edges = {shown(entry.get('edges'))}; expected {size - 2} "
+                "increasing finite numbers",
+            )
+
+
+def _are_edges(edges: Any, size: int) -> bool:
+    numbers = isinstance(edges, list) and all(
+        type(e) in (int, float) and math.isfinite(e) for e in edges
+    )
+    return numbers and len(edges) == size - 2 and all(a < b for a, b in pairwise(edges))
 
 
 def _require(file: Path, meta: dict, key: str, ok: Callable[[Any], bool], expected: str) -> Any:
@@ -140,10 +191,22 @@ def _json_kind(value: Any) -> str:
 
 
 def check_items(file: Path, meta: Mapping[str, Any]) -> None:
-    """items.parquet: one row per item index, exactly 1..N in order (N = meta.json ``items``),
-    distinct original ids whose fingerprint is meta.json's ``item_fingerprint``."""
+    """items.parquet: one row per item index, exactly 1..N in order (N = meta.json ``items``;
+    item 0, PAD, has no row: loading gives it the PAD code 0 of every attribute), distinct
+    original ids whose fingerprint is meta.json's ``item_fingerprint``, and the item
+    attributes meta.json lists as codes inside their vocabularies."""
+    attributes = meta.get(schema.META_ITEM_ATTRIBUTES, {})
     frame = read_parquet(
-        file, {schema.ITEM: INTEGER, schema.ORIGINAL_ID: PLAIN, schema.COUNT: INTEGER}
+        file,
+        {
+            schema.ITEM: INTEGER,
+            schema.ORIGINAL_ID: PLAIN,
+            schema.COUNT: INTEGER,
+            **{
+                name: INTEGER_LIST if entry["kind"] == schema.MULTI else INTEGER
+                for name, entry in attributes.items()
+            },
+        },
     )
     _same_count(file, frame.height, "items", meta)
     original = pl.col(schema.ORIGINAL_ID)
@@ -161,6 +224,7 @@ def check_items(file: Path, meta: Mapping[str, Any]) -> None:
                 f"has a {schema.COUNT!r} that is missing or negative (training occurrences)",
                 pl.col(schema.COUNT).fill_null(-1) >= 0,
             ),
+            *(rule for name, entry in attributes.items() for rule in _attribute_rules(name, entry)),
         ],
     )
     if item_fingerprint(frame[schema.ORIGINAL_ID]) != meta[schema.META_ITEM_FINGERPRINT]:
@@ -169,6 +233,30 @@ def check_items(file: Path, meta: Mapping[str, Any]) -> None:
             f"holds original item ids (or an order of them) other than those the "
             f"{schema.META_ITEM_FINGERPRINT} in {schema.META_FILE} was made from",
         )
+
+
+def _attribute_rules(name: str, entry: Mapping[str, Any]) -> list:
+    """An item attribute's codes: 0..size-1 for one code per item (0 = missing), a list of
+    codes 1..size-1 (PAD never inside; ``[]`` for none) for a multi attribute."""
+    size = entry["size"]
+    vocabulary = f"the vocabulary of {schema.META_ITEM_ATTRIBUTES}.{name} in {schema.META_FILE}"
+    if entry["kind"] != schema.MULTI:
+        return [
+            each_row(
+                f"has a missing code or one outside 0..{size - 1} ({vocabulary}) in column "
+                f"{name!r}",
+                pl.col(name).is_between(0, size - 1),
+            )
+        ]
+    return [
+        each_row(f"has a missing list in column {name!r}", pl.col(name).is_not_null()),
+        each_element(
+            f"has a missing code, PAD or a code outside 1..{size - 1} ({vocabulary}) inside a "
+            f"list of column {name!r}",
+            name,
+            lambda code: code.is_between(1, size - 1),
+        ),
+    ]
 
 
 def check_users(file: Path, meta: Mapping[str, Any]) -> None:

@@ -49,6 +49,7 @@ from tests.helpers.prepared import (
     case,
     column,
     items_col,
+    meta_edit,
     read,
     table,
 )
@@ -102,6 +103,7 @@ __all__ = [
     "history",
     "items_col",
     "make_materials",
+    "meta_edit",
     "hydra_main",
     "must_succeed",
     "random_histories",

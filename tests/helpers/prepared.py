@@ -1,5 +1,6 @@
 """Damaged copies of a prepared folder."""
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -11,8 +12,8 @@ from recsys_seq.core.errors import UserError
 from recsys_seq.data import PreparedSequences
 from recsys_seq.data.checking import PreparedDataError
 
-# (tests/test_prepared_files.py, tests/test_prepared_tables.py; the folder itself is the
-# ``prepared`` fixture, tests/conftest.py)
+# (tests/test_prepared_files.py, tests/test_prepared_tables.py, tests/test_prep_items.py; the
+# folder itself is the ``prepared`` fixture, tests/conftest.py)
 
 SEQ, ITEMS, USERS, META, PNG = (
     schema.SEQUENCES_FILE,
@@ -33,6 +34,17 @@ def table(name: str, change: Callable[[pl.DataFrame], pl.DataFrame]):
 
     def corrupt(folder: Path) -> None:
         change(read(folder, name)).write_parquet(folder / name)
+
+    return corrupt
+
+
+def meta_edit(change: Callable[[dict], object]):
+    """Rewrite meta.json after ``change`` edited it in place."""
+
+    def corrupt(folder: Path) -> None:
+        meta = json.loads((folder / META).read_text())
+        change(meta)
+        (folder / META).write_text(json.dumps(meta))
 
     return corrupt
 
