@@ -20,6 +20,7 @@ import torch.multiprocessing as mp
 from data_prep import schema
 from recsys_seq.core.publish import OutputRefused
 from recsys_seq.data import SequenceDataModule, Stage, mapped
+from recsys_seq.data.checking import PreparedDataError
 from tests.helpers import snapshot
 
 OPTIONS = {
@@ -200,3 +201,17 @@ def test_two_racing_builders_end_with_one_good_cache(demo_dir, tmp_path, monkeyp
     assert not errors and len(results) == 2
     assert [p.name for p in root.iterdir()] == [mapped.fingerprint(demo_dir)]  # no temporaries
     assert np.array_equal(results[0]["items"], results[1]["items"])
+
+
+@pytest.mark.parametrize("damage", ["missing folder", "no meta.json", "not a folder"])
+def test_a_folder_that_is_not_prepared_is_named_and_no_cache_is_made(tmp_path, demo_dir, damage):
+    folder = tmp_path / "data"
+    if damage == "no meta.json":
+        shutil.copytree(demo_dir, folder)
+        (folder / schema.META_FILE).unlink()
+    elif damage == "not a folder":
+        folder.write_text("not a dataset")
+    cache = tmp_path / "cache"
+    with pytest.raises(PreparedDataError, match=str(folder)):
+        module(folder, "mapped", cache).prepare_data()
+    assert not cache.exists() or not any(cache.iterdir())

@@ -47,6 +47,7 @@ from recsys_seq.core.publish import (
 )
 from recsys_seq.data.catalogue import Catalogue
 from recsys_seq.data.dataset import PreparedSequences
+from recsys_seq.data.validate import check_prepared
 
 ARRAY_CACHE = "array_cache"
 """The artifact kind of a cache folder (see :mod:`recsys_seq.core.artifacts`)."""
@@ -101,8 +102,17 @@ def load_mapped(folder: Path, cache_root: Path) -> PreparedSequences:
 
 def ensure_cache(folder: Path, cache_root: Path) -> dict[str, np.ndarray]:
     """The cache's arrays, mapped; built first (validating ``folder``) unless a good one is
-    there. The lock serialises the builders of one node; the publish, those of many."""
-    key = fingerprint(folder)
+    there. The lock serialises the builders of one node; the publish, those of many.
+
+    Raises:
+        PreparedDataError: ``folder`` is missing or not a prepared folder (named, before
+            any cache is touched).
+    """
+    try:
+        key = fingerprint(folder)
+    except OSError:
+        check_prepared(folder)  # the error that names what is wrong with the folder
+        raise
     target = cache_root / key
     arrays, problem = open_cache(target, key)
     if arrays is not None:

@@ -60,7 +60,7 @@ class DataOptions:
     path: str | None = None  # a prepared dataset folder; None: prepare ``source`` into cache
     source: str | None = None  # demo, or a shared dataset name (data=s3rec_beauty, ...)
     cache_dir: str = "data/prepared"  # where ``source`` is prepared, as <cache_dir>/<source>
-    loader: Literal["mapped", "memory"] = "mapped"
+    loader: Literal["mapped", "memory"] = "memory"
     array_cache: str = "data/arrays"  # mapped: <array_cache>/<fingerprint>/*.npy
     max_len: int = option(DEFAULT_MAX_LEN, min=1)
     train_windows: Literal["all", "last", "prefixes", "holdout"] = "all"
