@@ -35,6 +35,7 @@ def test_a_log_file_gets_one_line_per_epoch_matching_the_recorded_metrics(tmp_pa
     lines = [m for m in map(LINE.match, proc.stdout.splitlines()) if m]
     assert [(int(m[1]), int(m[2])) for m in lines] == [(e, epochs) for e in range(1, epochs + 1)]
     assert "\x1b[" not in proc.stdout  # no terminal escapes in a file
+    assert "it/s" not in proc.stdout + proc.stderr  # no progress bar frames either
 
     with open(tmp_path / "run" / "csv" / "metrics.csv") as file:
         rows = list(csv.DictReader(file))

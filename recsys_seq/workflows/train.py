@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -130,11 +131,17 @@ def train(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, Any]]:
     if sweep_job:  # no bar or summary per job: one line each, the table at the end
         callbacks = [c for c in callbacks if not isinstance(c, ProgressBar | ModelSummary)]
         runs.quiet_lightning()
+    # a bar redraws in place: a log file (a SLURM job's, `> log`) would keep only its last
+    # frames, beside the epoch lines that say the same
+    no_bar = sweep_job or not sys.stdout.isatty()
+    if no_bar:
+        callbacks = [c for c in callbacks if not isinstance(c, ProgressBar)]
     trainer = build_trainer(
         cfg.trainer,
         callbacks=callbacks,
         logger=runs.instantiate_group(cfg, "logger"),
-        **({"enable_progress_bar": False, "enable_model_summary": False} if sweep_job else {}),
+        **({"enable_progress_bar": False} if no_bar else {}),
+        **({"enable_model_summary": False} if sweep_job else {}),
     )
     if rerank is None:
         claim_run_folder(run_dir, [datamodule.path], task=task)  # all checked: the run writes
