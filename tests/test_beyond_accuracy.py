@@ -165,7 +165,7 @@ def test_two_processes_give_what_one_gives(tmp_path):
     one.update(*top_items(scores, one.max_k))
     expected = computed(one)
     for rank in (0, 1):
-        got = torch.load(tmp_path / f"{rank}.pt")
+        got = torch.load(tmp_path / f"{rank}.pt", weights_only=True)
         for name, value in expected.items():
             assert got[name] == pytest.approx(value, abs=1e-12), (rank, name)
 

@@ -119,10 +119,10 @@ def prepared_log(events: int, cache: Path) -> Path:
 
 
 def build_arrays(folder: Path, arrays: Path) -> tuple[float, float]:
-    """Build the array cache afresh (seconds) and return its size in MB."""
+    """Build the array cache into the empty folder ``arrays`` (seconds) and return its size
+    in MB."""
     from recsys_seq.data import SequenceDataModule
 
-    shutil.rmtree(arrays, ignore_errors=True)
     start = time.perf_counter()
     SequenceDataModule(folder, loader="mapped", array_cache=str(arrays)).prepare_data()
     seconds = time.perf_counter() - start
@@ -152,11 +152,18 @@ def run(
     rows = []
     for count in events or [2_000_000]:
         folder = prepared_log(count, root)
-        arrays = root / "arrays"
-        prepare_s, arrays_mb = build_arrays(folder, arrays)
+        # a folder of its own, made here, so removing it can never take a user's files
+        arrays = Path(tempfile.mkdtemp(prefix=".bench-arrays-", dir=root))
+        try:
+            prepare_s, arrays_mb = build_arrays(folder, arrays)
+            measured_rows = [
+                (loader, world, _ranks(folder, loader, arrays, world, steps, batch_size))
+                for loader, world in itertools.product(LOADERS, ranks or [1, 2])
+            ]
+        finally:
+            shutil.rmtree(arrays, ignore_errors=True)
         kept = json.loads((folder / schema.META_FILE).read_text())["events"]
-        for loader, world in itertools.product(LOADERS, ranks or [1, 2]):
-            measured = _ranks(folder, loader, arrays, world, steps, batch_size)
+        for loader, world, measured in measured_rows:
             rows.append(
                 {
                     "loader": loader,
