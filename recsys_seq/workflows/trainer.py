@@ -95,14 +95,19 @@ def _has_gpu(accelerator: str) -> bool:
     return torch.cuda.is_available() or (accelerator == "gpu" and torch.backends.mps.is_available())
 
 
-def build_trainer(trainer_cfg: DictConfig, **kwargs: Any) -> L.Trainer:
+def build_trainer(trainer_cfg: DictConfig, **decided: Any) -> L.Trainer:
     """Lightning's Trainer with the run's ``trainer`` options (always that class: the options
     name no class); options Lightning refuses (no GPU for ``accelerator=gpu``, an unknown
-    strategy) are reported as the option errors they are."""
-    values = OmegaConf.to_container(trainer_cfg, resolve=True)
+    strategy) are reported as the option errors they are.
+
+    ``decided`` are what the command itself settles (its callbacks, no bar in a log file, no
+    checkpoints when it only predicts): they replace the same keys of ``trainer_cfg``, so a
+    user's ``++trainer.enable_progress_bar=false`` agrees with the command instead of clashing.
+    """
+    values = {**OmegaConf.to_container(trainer_cfg, resolve=True), **decided}
     with trainer_errors():
         try:
-            return L.Trainer(**values, **kwargs)
+            return L.Trainer(**values)
         except (ValueError, TypeError, ImportError) as error:
             raise OptionError(f"The trainer options do not work here: {error}") from None
 
