@@ -3,7 +3,7 @@ checkpoints when it only predicts) agrees with the same ``trainer.*`` option giv
 by recsys-tune, instead of clashing with it ("got multiple values for keyword argument")."""
 
 import pytest
-from lightning.pytorch.callbacks import Callback
+from lightning.pytorch.callbacks import Callback, ModelSummary
 from omegaconf import OmegaConf
 
 from recsys_seq.tune.objective import QUIET
@@ -28,7 +28,7 @@ def test_the_command_s_decision_replaces_the_same_option(key):
     trainer = build_trainer(cfg, **{key: DECIDED[key]})
     shown = {
         "enable_progress_bar": trainer.progress_bar_callback is None,
-        "enable_model_summary": not any("ModelSummary" in type(c).__name__ for c in trainer.callbacks),
+        "enable_model_summary": not any(isinstance(c, ModelSummary) for c in trainer.callbacks),
         "enable_checkpointing": trainer.checkpoint_callback is None,
         "logger": trainer.logger is None,
     }
