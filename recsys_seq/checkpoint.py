@@ -42,6 +42,7 @@ from recsys_seq.models import (
     model_spec,
     rerank_spec,
 )
+from recsys_seq.models.embedder import ItemAttributes
 from recsys_seq.models.spec import RECORD_FORMAT, RECORD_KEY, spec_values
 
 
@@ -78,6 +79,12 @@ class Checkpoint:
             spec = dataclasses.replace(spec, exclude_history=exclude_history)
         model = build_model(spec, facts, self.rerank)
         model.load_state_dict(self.weights)
+        for part in model.modules():
+            if isinstance(part, ItemAttributes):
+                try:
+                    part.check_codes()
+                except ValueError as error:
+                    raise CheckpointError(f"Checkpoint {self.path}: {error}.") from None
         return model.eval()
 
     def served_catalogue(self) -> Catalogue:
@@ -200,7 +207,14 @@ def check_same_items(spec: ModelSpec, fingerprint: str, data_path: Path, ckpt: P
         )
 
 
-ARCHITECTURE = ("encoder", "scorer", "num_items", "embedding_dim", "side_features")
+ARCHITECTURE = (
+    "encoder",
+    "scorer",
+    "num_items",
+    "embedding_dim",
+    "side_features",
+    "item_attributes",
+)
 
 
 def check_resume(path: str | Path, spec: ModelSpec, data_path: Path) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from data_prep import schema
 from recsys_seq.core import conf
 from recsys_seq.core.options import OptionError
 from recsys_seq.data import SequenceDataModule
@@ -66,17 +67,28 @@ def excludes_history(values: Mapping[str, Any], datamodule: SequenceDataModule) 
 
 
 def spec_for_data(values: Mapping[str, Any], datamodule: SequenceDataModule) -> ModelSpec:
-    """The model spec for this data: catalogue size, item fingerprint, side-feature sizes,
-    and whether rankings exclude the user's history (:func:`excludes_history`)."""
-    available = datamodule.meta.get("side_features", {})
+    """The model spec for this data: catalogue size, item fingerprint, side-feature sizes
+    (per-event features and item attributes, both named by ``model.side_features``), and
+    whether rankings exclude the user's history (:func:`excludes_history`)."""
+    per_event = datamodule.meta.get(schema.META_SIDE_FEATURES, {})
+    attributes = datamodule.meta.get(schema.META_ITEM_ATTRIBUTES, {})
     wanted = list(values.get("side_features") or [])
-    missing = [name for name in wanted if name not in available]
+    missing = [name for name in wanted if name not in per_event and name not in attributes]
     if missing:
+        available = [*per_event, *attributes]
         raise OptionError(
             f"model.side_features names {missing}, but {datamodule.path} has "
             + (f"only {sorted(available)}" if available else "no side features")
-            + "; drop them or prepare the data with them (recsys-prep side_features=[...])."
+            + "; drop them or prepare the data with them (recsys-prep side_features=[...] for "
+            "the log's columns, items=<item table> for item attributes)."
         )
+    both = [name for name in wanted if name in per_event and name in attributes]
+    if both:
+        raise OptionError(
+            f"model.side_features names {both}, which {datamodule.path} has both as a log "
+            "column and as an item attribute; rename the item table's column in items_format."
+        )
+    codes = datamodule.data.catalogue.attributes
     if datamodule.train_windows == "prefixes" and (values.get("loss") or {}).get("name") == (
         "candidate_bce"
     ):
@@ -101,7 +113,12 @@ def spec_for_data(values: Mapping[str, Any], datamodule: SequenceDataModule) -> 
             **values,
             "num_items": datamodule.num_items,
             "item_fingerprint": datamodule.meta["item_fingerprint"],
-            "side_features": {name: int(available[name]) for name in wanted},
+            "side_features": {name: int(per_event[name]) for name in wanted if name in per_event},
+            "item_attributes": {
+                name: {"size": int(attributes[name]["size"]), "values": codes[name].shape[1]}
+                for name in wanted
+                if name in attributes
+            },
             "exclude_history": excludes_history(values, datamodule),
         }
     )

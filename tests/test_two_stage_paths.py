@@ -114,7 +114,8 @@ def test_a_users_file_and_users_that_are_all_unknown(tmp_path, pipeline, demo_di
     ghosts = tmp_path / "ghosts.txt"
     ghosts.write_text("ghost\nnobody\n")
     skipped = served(tmp_path, checkpoint, f"users={ghosts}", "unknown=skip")
-    assert skipped.is_empty() and skipped.columns == ["user_id", "rank", "item_id", "score", "source"]
+    assert skipped.is_empty()
+    assert skipped.columns == ["user_id", "rank", "item_id", "score", "source"]
     popular = served(tmp_path, checkpoint, f"users={ghosts}", "unknown=popular", "k=3")
     top = recsys_seq.load(checkpoint).catalogue.most_popular(3)
     assert popular["user_id"].to_list() == ["ghost"] * 3 + ["nobody"] * 3

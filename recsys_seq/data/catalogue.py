@@ -13,8 +13,8 @@ belongs to other items is refused. An exported program carries the same values a
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -46,19 +46,26 @@ class Catalogue:
         counts: ``(N + 1,)`` int64 training occurrences per item, PAD 0.
         features: item-level side features present in the data, each ``(N + 1,)`` int64
             (PAD 0).
+        attributes: the item table's attributes (``recsys-prep items=``), each ``(N + 1, V)``
+            int64 codes, 0 = none (``V`` = 1, or the most values of any item for a
+            multi-valued one). Read from the prepared folder only: a trained model holds the
+            codes it embeds in its own weights (:class:`~recsys_seq.models.embedder.
+            ItemAttributes`), so the stored catalogue leaves them out.
     """
 
     original_ids: pl.Series
     counts: np.ndarray
     features: dict[str, np.ndarray]
+    attributes: dict[str, np.ndarray] = field(default_factory=dict)
 
     @property
     def num_items(self) -> int:
         return len(self.original_ids)
 
     @classmethod
-    def load(cls, path: Path, num_items: int) -> Catalogue:
-        """Read ``path/items.parquet`` (already checked by the prepared-folder contract)."""
+    def load(cls, path: Path, num_items: int, attributes: Iterable[str] = ()) -> Catalogue:
+        """Read ``path/items.parquet`` (already checked by the prepared-folder contract), with
+        the item ``attributes`` meta.json lists."""
         frame = pl.read_parquet(path / schema.ITEMS_FILE).sort(schema.ITEM)
         index = frame[schema.ITEM].to_numpy()
 
@@ -68,7 +75,8 @@ class Catalogue:
             return out
 
         features = {name: by_item(name) for name in ITEM_LEVEL_FEATURES if name in frame.columns}
-        return cls(frame[schema.ORIGINAL_ID], by_item(schema.COUNT), features)
+        coded = {name: _codes_by_item(frame[name], index, num_items) for name in attributes}
+        return cls(frame[schema.ORIGINAL_ID], by_item(schema.COUNT), features, coded)
 
     def record(self) -> dict[str, Any]:
         """Checkpoint-safe values: tensors, and text ids as a list of strings."""
@@ -168,6 +176,21 @@ class Catalogue:
     def ids(self, indices: np.ndarray) -> pl.Series:
         """Original ids of item ``indices`` (1..N)."""
         return self.original_ids.gather(np.asarray(indices, dtype=np.int64) - 1)
+
+
+def _codes_by_item(column: pl.Series, index: np.ndarray, num_items: int) -> np.ndarray:
+    """``(N + 1, V)`` an attribute column's codes at the rows of items ``index``, a list column
+    (multi-valued) left-aligned and padded with 0 (no loop over items)."""
+    if not isinstance(column.dtype, pl.List):
+        out = np.zeros((num_items + 1, 1), dtype=np.int64)
+        out[index, 0] = column.fill_null(0).to_numpy()
+        return out
+    lengths = column.list.len().fill_null(0).to_numpy().astype(np.int64)
+    out = np.zeros((num_items + 1, max(1, int(lengths.max(initial=0)))), dtype=np.int64)
+    rows = np.repeat(index, lengths)
+    slots = np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    out[rows, slots] = column.explode().drop_nulls().to_numpy()
+    return out
 
 
 def _original_ids(value: object) -> pl.Series:

@@ -93,7 +93,9 @@ class PreparedSequences:
                 (see :mod:`recsys_seq.data.validate`); nothing is loaded from it.
         """
         meta, frame = check_prepared(Path(path))  # users 0..U-1 in order, Int64 columns
-        catalogue = Catalogue.load(Path(path), int(meta["items"]))
+        catalogue = Catalogue.load(
+            Path(path), int(meta["items"]), meta.get(schema.META_ITEM_ATTRIBUTES, {})
+        )
         lengths = frame[schema.ITEMS].list.len().to_numpy().astype(np.int64)
         offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])

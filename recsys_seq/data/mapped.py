@@ -96,7 +96,9 @@ def load_mapped(folder: Path, cache_root: Path) -> PreparedSequences:
         item_counts=np.array(arrays["item_counts"]),
         features=features,
         meta=meta,
-        catalogue=Catalogue.load(folder, int(meta["items"])),
+        catalogue=Catalogue.load(
+            folder, int(meta["items"]), meta.get(schema.META_ITEM_ATTRIBUTES, {})
+        ),
     )
 
 

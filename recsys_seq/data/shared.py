@@ -24,6 +24,9 @@ class SharedDataset:
     file: str  # relative to the shared data folder
     format: str
     max_len: int  # the window length published results use on this data
+    items_file: str | None = None  # the item table beside the log (items=), if the data has one
+    items_format: str | None = None
+    side_features: tuple[str, ...] = ()  # per-event features prep keeps (e.g. gap)
 
 
 SHARED_DATASETS = (
@@ -38,7 +41,15 @@ SHARED_DATASETS = (
     SharedDataset("diginetica", "diginetica/sample_train-item-views.csv", "diginetica", 50),
     SharedDataset("ml_100k", "movielens-100k/u.data", "movielens_100k", 200),
     SharedDataset("ml_latest_small", "movielens-latest-small/ratings.csv", "movielens_csv", 200),
-    SharedDataset("ml_1m", "movielens-1m/ratings_users0001-2999.dat.gz", "movielens_dat", 200),
+    SharedDataset(
+        "ml_1m",
+        "movielens-1m/ratings_users0001-2999.dat.gz",
+        "movielens_dat",
+        200,
+        items_file="movielens-1m/movies.dat",  # genres (Action|Comedy) and the year in the title
+        items_format="movielens_dat",
+        side_features=("gap",),
+    ),
 )
 
 
@@ -85,16 +96,21 @@ def prepare_shared(output: str | Path, name: str) -> Path:
     """Prepare the shared dataset ``name`` into ``output`` (reused while input and config
     match)."""
     dataset = by_name(name)
-    prepare(
-        {
-            "name": dataset.name,
-            "input": str(shared_data_dir() / dataset.file),
-            "output": str(output),
-            "format": dataset.format,
-            "max_len": 200,
-            "reuse_existing": True,
+    options = {
+        "name": dataset.name,
+        "input": str(shared_data_dir() / dataset.file),
+        "output": str(output),
+        "format": dataset.format,
+        "max_len": 200,
+        "side_features": list(dataset.side_features),
+        "reuse_existing": True,
+    }
+    if dataset.items_file is not None:
+        options |= {
+            "items": str(shared_data_dir() / dataset.items_file),
+            "items_format": dataset.items_format,
         }
-    )
+    prepare(options)
     return Path(output)
 
 

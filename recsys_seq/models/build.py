@@ -29,7 +29,9 @@ def build_network(spec: ModelSpec) -> NextItemModel:
         start_small(encoder, spec.layer_std)
         start_small(scorer, spec.layer_std)
     return NextItemModel(
-        ItemEmbedder(spec.num_items, width, spec.side_features, spec.embedding_std),
+        ItemEmbedder(
+            spec.num_items, width, spec.side_features, spec.embedding_std, spec.item_attributes
+        ),
         encoder,
         scorer,
     )
@@ -51,13 +53,22 @@ def start_small(module: nn.Module, std: float) -> None:
 def build_model(
     spec: ModelSpec, facts: DataFacts | None = None, rerank: RerankSpec | None = None
 ) -> NextItemTask:
-    """A freshly initialised task for ``spec`` (load a state dict into it to restore one);
-    with ``rerank``, the two-stage task whose ranker is ``spec``
-    (:class:`~recsys_seq.models.two_stage.TwoStageTask`)."""
+    """A freshly initialised task for ``spec`` (load a state dict into it to restore one), its
+    item attributes coded as ``facts``' catalogue codes them; with ``rerank``, the two-stage
+    task whose ranker is ``spec`` (:class:`~recsys_seq.models.two_stage.TwoStageTask`)."""
     facts = facts or DataFacts()
     loss = LOSSES.build(spec.loss, num_items=spec.num_items, item_counts=facts.item_counts)
+    network = with_codes(build_network(spec), facts)
     if rerank is None:
-        return NextItemTask(spec, build_network(spec), loss, facts)
-    return TwoStageTask(
-        spec, build_network(spec), loss, facts, build_network(rerank.retriever), rerank
-    )
+        return NextItemTask(spec, network, loss, facts)
+    retriever = with_codes(build_network(rerank.retriever), facts)
+    return TwoStageTask(spec, network, loss, facts, retriever, rerank)
+
+
+def with_codes(network: NextItemModel, facts: DataFacts) -> NextItemModel:
+    """``network`` with its item attributes' codes from the data's catalogue (those it has:
+    a checkpoint's own codes replace them when its weights are loaded)."""
+    attributes = network.embedder.attributes
+    if attributes is not None and facts.catalogue is not None:
+        attributes.set_codes(facts.catalogue.attributes)
+    return network

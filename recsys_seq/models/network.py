@@ -32,8 +32,8 @@ class NextItemModel(nn.Module):
 
     @property
     def item_table(self) -> torch.Tensor:
-        """``(N + 1, D)`` the item embeddings, shared by input and output."""
-        return self.embedder.items.weight
+        """``(N + 1, D)`` the item vectors (with their attributes), shared by input and output."""
+        return self.embedder.vectors.weight
 
     def encode(self, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
         """``(B, T, D)`` states; position t has seen events ``0..t``."""
@@ -43,9 +43,10 @@ class NextItemModel(nn.Module):
         self, states: torch.Tensor, visible: torch.Tensor, candidates: torch.Tensor
     ) -> torch.Tensor:
         """``(B, C)`` logits of ``candidates`` given the ``visible`` part of the history."""
-        return self.scorer.score(states, visible, candidates, self.embedder.items)
+        return self.scorer.score(states, visible, candidates, self.embedder.vectors)
 
     def score_next(self, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
         """``(B, N + 1)`` logits of every item after each whole window; PAD at the minimum."""
         states = self.encode(batch)
-        return self.scorer.score_all(states, batch["mask"], batch["lengths"], self.embedder.items)
+        vectors = self.embedder.vectors
+        return self.scorer.score_all(states, batch["mask"], batch["lengths"], vectors)

@@ -7,8 +7,9 @@ A scorer answers two questions, both about the history a boolean mask lets it se
 * :meth:`score_all` - logits of every item 1..N after the whole window, ``(B, N + 1)`` with
   PAD's column at the dtype's minimum (what evaluation and serving rank).
 
-Item vectors come from the embedder's item table, passed in as ``items``, so the table is
-stored once and shared (tied) between input and output.
+Item vectors come from the embedder (:attr:`ItemEmbedder.vectors
+<recsys_seq.models.embedder.ItemEmbedder.vectors>`: the item table plus the items' attributes),
+passed in as ``items``, so the table is stored once and shared (tied) between input and output.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from torch import nn
 
 from recsys_seq.core.options import option
 from recsys_seq.models.components import Components
+from recsys_seq.models.embedder import ItemVectors
 from recsys_seq.models.target_attention import TargetAttention, mlp
 
 SCORERS = Components("scorer")
@@ -34,14 +36,14 @@ class Scorer(Protocol):
         states: torch.Tensor,
         visible: torch.Tensor,
         candidates: torch.Tensor,
-        items: nn.Embedding,
+        items: ItemVectors,
     ) -> torch.Tensor:
         """``states (B, T, D)``, ``visible (B, C or 1, T)`` bool, ``candidates (B, C)`` item
         indices -> ``(B, C)`` logits."""
         ...
 
     def score_all(
-        self, states: torch.Tensor, mask: torch.Tensor, lengths: torch.Tensor, items: nn.Embedding
+        self, states: torch.Tensor, mask: torch.Tensor, lengths: torch.Tensor, items: ItemVectors
     ) -> torch.Tensor:
         """``states (B, T, D)``, ``mask (B, T)`` bool True for a real event, ``lengths (B,)``
         -> ``(B, N + 1)`` logits of every item after the whole window, PAD at the minimum."""
@@ -72,7 +74,7 @@ class DotProductScorer(nn.Module):
         states: torch.Tensor,
         visible: torch.Tensor,
         candidates: torch.Tensor,
-        items: nn.Embedding,
+        items: ItemVectors,
     ) -> torch.Tensor:
         last = visible.sum(-1) - 1  # (B, C or 1): the state that has seen the visible events
         index = last.clamp(min=0)[..., None].expand(-1, -1, states.shape[-1])
@@ -80,7 +82,7 @@ class DotProductScorer(nn.Module):
         return (summary * items(candidates)).sum(-1)  # (B, C)
 
     def score_all(
-        self, states: torch.Tensor, mask: torch.Tensor, lengths: torch.Tensor, items: nn.Embedding
+        self, states: torch.Tensor, mask: torch.Tensor, lengths: torch.Tensor, items: ItemVectors
     ) -> torch.Tensor:
         last = states[torch.arange(states.shape[0], device=states.device), lengths - 1]
         return with_pad_at_minimum(last @ items.weight.T)  # (B, N + 1)
@@ -138,7 +140,7 @@ class TargetAttentionScorer(nn.Module):
         states: torch.Tensor,
         visible: torch.Tensor,
         candidates: torch.Tensor,
-        items: nn.Embedding,
+        items: ItemVectors,
         history_term: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Also takes ``history_term``: ``self.attention.history_term(states)``, when the same
@@ -151,7 +153,7 @@ class TargetAttentionScorer(nn.Module):
         return self.head(torch.cat([interest, cand, interest * cand], dim=-1)).squeeze(-1)
 
     def score_all(
-        self, states: torch.Tensor, mask: torch.Tensor, lengths: torch.Tensor, items: nn.Embedding
+        self, states: torch.Tensor, mask: torch.Tensor, lengths: torch.Tensor, items: ItemVectors
     ) -> torch.Tensor:
         history_term = self.attention.history_term(states)  # (B, T, H), shared by all chunks
         catalogue = torch.arange(1, items.num_embeddings, device=states.device)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from recsys_seq.core.options import OptionError, as_plain, checked, option
+from recsys_seq.models.embedder import AttributeShape
 from recsys_seq.models.encoders import ENCODERS
 from recsys_seq.models.losses import LOSSES
 from recsys_seq.models.scorers import SCORERS
@@ -59,9 +60,10 @@ SchedulerOptions = PlateauOptions | WarmupCosineOptions
 class ModelSpec:
     """Everything that rebuilds a trained model.
 
-    ``num_items``, ``item_fingerprint`` and the side-feature vocabulary sizes come from the
-    data (never from a config); the rest from ``conf/model``. ``name`` is a label (reports,
-    tables); what the model is comes from its parts.
+    ``num_items``, ``item_fingerprint``, the side-feature vocabulary sizes and the item
+    attributes' shapes come from the data (never from a config); the rest from
+    ``conf/model``. ``name`` is a label (reports, tables); what the model is comes from its
+    parts.
     """
 
     name: str
@@ -77,6 +79,8 @@ class ModelSpec:
     # initialisation, biases zero (BERT's initializer range); None: PyTorch's own starts
     layer_std: float | None = option(None, min=0.0)
     side_features: dict[str, int] = field(default_factory=dict)  # name -> vocabulary size
+    # the item table's attributes the embedder adds to every item's vector (recsys-prep items=)
+    item_attributes: dict[str, AttributeShape] = field(default_factory=dict)
     ks: list[int] = option([1, 5, 10, 20], min=1)
     # the run's one optimised metric (train.yaml): best checkpoint, early stop, scheduler
     optimized_metric: str = DEFAULT_OPTIMIZED_METRIC
@@ -189,16 +193,22 @@ def rerank_spec(
             "...); train both on the same prepared dataset."
         )
     check_ranker(ranker, chosen)
-    same_tables = (retriever.embedding_dim, retriever.side_features) == (
-        ranker.embedding_dim,
-        ranker.side_features,
-    )
+    same_tables = _tables(retriever) == _tables(ranker)
     if chosen.init_from_retriever and not same_tables:
         raise OptionError(
             "rerank.init_from_retriever needs the ranker's embedding_dim and side_features to "
-            f"be the retriever's ({retriever.embedding_dim}, {sorted(retriever.side_features)})."
+            f"be the retriever's ({retriever.embedding_dim}, {sorted(_features(retriever))})."
         )
     return RerankSpec(retriever, chosen)
+
+
+def _features(spec: ModelSpec) -> list[str]:
+    """``model.side_features`` as given: per-event features and item attributes."""
+    return [*spec.side_features, *spec.item_attributes]
+
+
+def _tables(spec: ModelSpec) -> tuple:
+    return spec.embedding_dim, spec.side_features, spec.item_attributes
 
 
 def check_ranker(ranker: ModelSpec, options: RerankOptions) -> None:

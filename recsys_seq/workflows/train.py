@@ -223,6 +223,16 @@ def two_stage_model(
     L.seed_everything(seed, workers=True)  # the ranker starts as a one-stage run would
     model = build_model(spec, datamodule.facts(), chosen)
     model.retriever.load_state_dict(weights)
+    attributes = model.retriever.embedder.attributes
+    differing = (
+        [] if attributes is None else attributes.differing(datamodule.data.catalogue.attributes)
+    )
+    if differing:
+        raise OptionError(
+            f"The retriever embeds the item attribute(s) {differing} coded otherwise than "
+            f"{datamodule.path} codes them (prepared with another item table): train the "
+            "retriever on this prepared folder."
+        )
     if options.init_from_retriever:
         model.start_from_retriever()
     return model
