@@ -30,7 +30,7 @@ NOT_DEFAULTS = {
     "num_items",
     "item_fingerprint",
 }
-NOT_DEFAULTS |= {"side_features"}  # names in conf, sizes from the data in the spec
+NOT_DEFAULTS |= {"side_features", "item_attributes"}  # names in conf, sizes from the data
 
 
 def declared_defaults(cls) -> dict:
