@@ -92,7 +92,7 @@ def test_every_registered_part_has_a_config_with_its_defaults(tmp_path):
 
 def test_every_shared_dataset_has_a_data_config_and_every_data_config_a_source():
     """``data=<name>`` works for every dataset of the shared folder, with the window
-    length its published results use."""
+    length the dataset's entry names (the benchmarks' fixed-length padding)."""
     from recsys_seq.configs import CONF_DIR
     from recsys_seq.data.shared import SHARED_DATASETS
 

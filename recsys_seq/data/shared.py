@@ -23,7 +23,9 @@ class SharedDataset:
     name: str
     file: str  # relative to the shared data folder
     format: str
-    max_len: int  # the window length published results use on this data
+    # the window of its data config (data=<name>): the published results' one, or longer where
+    # validation chose it (LastFM)
+    max_len: int
     items_file: str | None = None  # the item table beside the log (items=), if the data has one
     items_format: str | None = None
     side_features: tuple[str, ...] = ()  # per-event features prep keeps (e.g. gap)
@@ -34,7 +36,7 @@ SHARED_DATASETS = (
     SharedDataset("s3rec_sports", "s3rec/Sports_and_Outdoors.txt", "s3rec_txt", 50),
     SharedDataset("s3rec_toys", "s3rec/Toys_and_Games.txt", "s3rec_txt", 50),
     SharedDataset("s3rec_yelp", "s3rec/Yelp.txt", "s3rec_txt", 50),
-    SharedDataset("s3rec_lastfm", "s3rec/LastFM.txt", "s3rec_txt", 50),
+    SharedDataset("s3rec_lastfm", "s3rec/LastFM.txt", "s3rec_txt", 200),
     SharedDataset("sasrec_games", "sasrec/Video.txt", "sasrec_txt", 50),
     SharedDataset("bert4rec_beauty", "bert4rec/beauty.txt", "sasrec_txt", 50),
     SharedDataset("taobao", "taobao/UserBehavior_head_814users.csv", "taobao", 50),
