@@ -88,7 +88,7 @@ def spec_for_data(values: Mapping[str, Any], datamodule: SequenceDataModule) -> 
             f"model.side_features names {both}, which {datamodule.path} has both as a log "
             "column and as an item attribute; rename the item table's column in items_format."
         )
-    codes = datamodule.data.catalogue.attributes
+    codes = {} if datamodule.data.catalogue is None else datamodule.data.catalogue.attributes
     if datamodule.train_windows == "prefixes" and (values.get("loss") or {}).get("name") == (
         "candidate_bce"
     ):
