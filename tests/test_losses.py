@@ -15,6 +15,7 @@ from recsys_seq.models.losses import (
     CandidateBCELoss,
     FullSoftmaxLoss,
     SampledSoftmaxLoss,
+    gather_rows,
 )
 from recsys_seq.models.scorers import DotProductScorer
 
@@ -226,3 +227,46 @@ def test_in_batch_negatives_train_their_gradient_into_the_other_targets_only():
 def test_a_pool_with_no_negatives_is_refused():
     with pytest.raises(ValueError, match="num_negatives >= 1 or in_batch"):
         SampledSoftmaxLoss(0, in_batch=False, item_counts=COUNTS)
+
+
+def test_bce_is_softplus_of_the_target_and_of_each_drawn_negative():
+    """Written out position by position: ``softplus(-s(target)) + sum softplus(s(neg))`` over
+    the real positions, with the negatives the loss drew; the item table's gradient too."""
+    states, batch, model = inputs()
+    loss = BinaryCrossEntropyLoss(3, item_counts=COUNTS)
+    torch.manual_seed(6)
+    value = loss(states, batch, model)
+    value.backward()
+    grad = model.embedder.items.weight.grad.clone()
+    model.embedder.items.weight.grad = None
+    torch.manual_seed(6)
+    drawn = loss.draw((*batch["targets"].shape, 3))
+    table = model.item_table
+    terms = [
+        F.softplus(-(table[batch["targets"][b, t]] @ states[b, t]))
+        + F.softplus(table[drawn[b, t]] @ states[b, t]).sum()
+        for b, t in torch.nonzero(batch["mask"]).tolist()
+    ]
+    reference = torch.stack(terms).mean()
+    reference.backward()
+    assert torch.allclose(value, reference, atol=1e-6)
+    assert torch.allclose(grad, model.embedder.items.weight.grad, atol=1e-6)
+
+
+def test_rows_gathered_together_equal_each_lookup_alone_in_value_and_gradient():
+    g = torch.Generator().manual_seed(7)
+    table = torch.randn(N + 1, D, generator=g, requires_grad=True)
+    first = torch.randint(0, N + 1, (3, 4), generator=g)
+    second = torch.randint(0, N + 1, (5,), generator=g)
+    third = torch.randint(0, N + 1, (2, 2, 3), generator=g)  # repeats across lookups too
+    weights = [torch.randn(*i.shape, D, generator=g) for i in (first, second, third)]
+    rows = gather_rows(table, first, second, third)
+    assert [r.shape for r in rows] == [(3, 4, D), (5, D), (2, 2, 3, D)]
+    sum((r * w).sum() for r, w in zip(rows, weights, strict=True)).backward()
+    together = table.grad.clone()
+    table.grad = None
+    alone = [table[i] for i in (first, second, third)]
+    for r, a in zip(rows, alone, strict=True):
+        assert torch.equal(r, a)
+    sum((a * w).sum() for a, w in zip(alone, weights, strict=True)).backward()
+    assert torch.allclose(together, table.grad, atol=1e-6)

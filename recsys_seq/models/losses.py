@@ -56,6 +56,21 @@ class Loss(Protocol):
 LOSSES = Components("loss")
 
 
+def gather_rows(table: torch.Tensor, *indices: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """The rows of ``table (N + 1, D)`` at each of ``indices``, each ``(*index shape, D)``,
+    from one lookup.
+
+    Each lookup's backward writes a gradient the size of the whole table (zeroed, then rows
+    added), and autograd sums those: with the input embedding, a loss that looked up targets
+    and negatives apart made three table-sized gradients a step where two do; on a 2-core
+    CPU a small step (Games, batch 128) spent a third of its time there (docs/benchmarks.md).
+    """
+    flat = torch.cat([index.flatten() for index in indices])
+    rows = F.embedding(flat, table)  # (sum of sizes, D)
+    parts = rows.split([index.numel() for index in indices])
+    return tuple(part.view(*index.shape, -1) for part, index in zip(parts, indices, strict=True))
+
+
 def _mean_over_real(per_position: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     real = (targets != IGNORE_INDEX).to(per_position.dtype)
     return (per_position * real).sum() / real.sum().clamp(min=1)
@@ -213,8 +228,9 @@ class SampledSoftmaxLoss(_NegativeSampling):
             expected = expected + real.sum() * self.popularity
         pool, usable = torch.cat(pool), torch.cat(usable)  # (M,)
         log_q = expected.clamp(min=torch.finfo(expected.dtype).tiny).log()
-        positive = (flat_states * items[flat_targets]).sum(-1) - log_q[flat_targets]  # (R,)
-        negative = flat_states @ items[pool].T - log_q[pool]  # (R, M)
+        target_rows, pool_rows = gather_rows(items, flat_targets, pool)  # (R, D), (M, D)
+        positive = (flat_states * target_rows).sum(-1) - log_q[flat_targets]  # (R,)
+        negative = flat_states @ pool_rows.T - log_q[pool]  # (R, M)
         left_out = (pool[None] == flat_targets[:, None]) | ~usable[None]  # (R, M)
         negative = negative.masked_fill(left_out, torch.finfo(negative.dtype).min)
         logits = torch.cat([positive[:, None], negative], dim=1)  # (R, 1 + M)
@@ -238,9 +254,10 @@ class BinaryCrossEntropyLoss(_NegativeSampling):
         targets, items = batch["targets"], model.item_table
         safe_targets = targets.clamp(min=0)
         negatives = self.draw((*targets.shape, self.num_negatives))  # (B, T, K)
-        positive = (states * items[safe_targets]).sum(-1)  # (B, T)
-        negative = (states[..., None, :] * items[negatives]).sum(-1)  # (B, T, K)
-        per_position = F.softplus(-positive) + F.softplus(negative).sum(-1)
+        scored = torch.cat([safe_targets[..., None], negatives], -1)  # (B, T, 1 + K)
+        (rows,) = gather_rows(items, scored)  # (B, T, 1 + K, D)
+        logits = (states[..., None, :] * rows).sum(-1)  # (B, T, 1 + K)
+        per_position = F.softplus(-logits[..., 0]) + F.softplus(logits[..., 1:]).sum(-1)
         return _mean_over_real(per_position, targets)
 
 

@@ -26,6 +26,7 @@ from torch import nn
 
 from recsys_seq.core.options import option
 from recsys_seq.data.options import DEFAULT_MAX_LEN
+from recsys_seq.models.dropout import Dropout
 from recsys_seq.models.encoders import ENCODERS
 from recsys_seq.models.encoders.self_attention import (
     CausalSelfAttention,
@@ -94,7 +95,7 @@ class FrequencyAttentionBlock(nn.Module):
         super().__init__()
         self.filter_weight = filter_weight
         self.filter = SpectralFilter(d_model, max_len, low_frequencies)
-        self.filter_dropout = nn.Dropout(dropout)
+        self.filter_dropout = Dropout(dropout)
         self.ln_filter = nn.LayerNorm(d_model)
         self.attn = CausalSelfAttention(d_model, num_heads, dropout)
         self.ln_attn = nn.LayerNorm(d_model)
@@ -142,7 +143,7 @@ class FrequencyAttentionEncoder(nn.Module):
         self.positions = nn.Embedding(max_len, d_model)
         nn.init.normal_(self.positions.weight, std=d_model**-0.5)
         self.ln_in = nn.LayerNorm(d_model)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.blocks = nn.ModuleList(
             FrequencyAttentionBlock(
                 d_model,

@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from recsys_seq.core.options import option
+from recsys_seq.models.dropout import Dropout
 from recsys_seq.models.encoders import ENCODERS
 
 
@@ -44,7 +45,7 @@ class GRUEncoder(nn.Module):
         self, d_model: int = 64, hidden_size: int = 64, num_layers: int = 1, dropout: float = 0.5
     ) -> None:
         super().__init__()
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.gru = nn.GRU(
             d_model,
             hidden_size,
