@@ -8,7 +8,7 @@ VENV ?= .venv
 TORCH ?= torch==2.13.0
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test test-quick lint
+.PHONY: setup demo test test-quick lint gpu-check
 
 # the demo needs the core packages only; the tests add the dev extra (pytest, Dask, Optuna, ...)
 $(VENV)/.core: pyproject.toml
@@ -36,3 +36,10 @@ test-quick: setup
 
 lint: setup
 	$(BIN)/ruff check recsys_seq data_prep tests
+
+# on a node with GPUs (and the shared files for the benchmark): training throughput on one GPU
+# and under DDP on all of them, fp32 and bf16, with the data-wait share; then the demo trained
+# under DDP in bf16 on every GPU, end to end
+gpu-check: setup
+	$(BIN)/recsys-bench task=throughput device=cuda output=outputs/bench/gpu_throughput.json
+	$(BIN)/recsys-train trainer=ddp hydra.run.dir=outputs/gpu-check/ddp

@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig, OmegaConf
 
 from data_prep import schema
@@ -26,6 +28,15 @@ CONF_DIR = str(conf.CONF_DIR)
 """The project's Hydra configs as a folder (for ``initialize_config_dir``)."""
 CONF_SEARCH_PATH = conf.CONF_SEARCH_PATH
 """The same configs as ``@hydra.main`` finds them from an installed wheel."""
+
+
+def compose_train(overrides: list[str]) -> DictConfig:
+    """``recsys-train <overrides>``'s config, composed inside a running command (whose
+    Hydra already knows the project's configs and the run's search path) or from Python."""
+    if GlobalHydra.instance().is_initialized():
+        return compose("train", overrides=overrides)
+    with initialize_config_dir(CONF_DIR, version_base="1.3"):
+        return compose("train", overrides=overrides)
 
 
 def plain(section: DictConfig | Mapping | None) -> dict[str, Any]:

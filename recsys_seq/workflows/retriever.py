@@ -22,8 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from hydra import compose, initialize_config_dir
-from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.errors import HydraException, MissingConfigException
 from omegaconf import DictConfig, OmegaConf, open_dict
@@ -147,10 +145,7 @@ def compose_experiment(source: RetrieverSource) -> DictConfig:
     if searchpath:
         overrides.append(f"hydra.searchpath=[{','.join(map(repr, searchpath))}]")
     try:
-        if GlobalHydra.instance().is_initialized():  # inside recsys-train
-            return compose("train", overrides=overrides)
-        with initialize_config_dir(configs.CONF_DIR, version_base="1.3"):  # called from Python
-            return compose("train", overrides=overrides)
+        return configs.compose_train(overrides)
     except HydraException as error:
         raise OptionError(_composition_problem(source, error)) from None
 
