@@ -18,6 +18,7 @@ the default rows are 1 rank and all of them, which shows how the step scales.
 
 from __future__ import annotations
 
+import gc
 import tempfile
 import time
 from contextlib import nullcontext
@@ -120,8 +121,21 @@ def datamodule_for(dataset: str, cache: str, max_tokens: int, num_workers: int, 
     )
 
 
+def _train_share(rank: int, world: int, device: str, job: dict) -> dict:
+    """This rank's shard of the batches through the DDP-wrapped step: :func:`measure`'s
+    figures. Everything DDP holds dies with this frame."""
+    datamodule = datamodule_for(
+        job["dataset"], job["cache"], job["max_tokens"], job["num_workers"], device
+    )
+    loader = datamodule.dataloader("train", num_replicas=world, rank=rank)
+    task = build(job["model"], datamodule, device)
+    cuda = device.startswith("cuda")
+    step = DistributedDataParallel(TrainingStep(task), device_ids=[rank] if cuda else None)
+    return measure(step, loader, device, job["precision"], job["steps"])
+
+
 def _rank(rank: int, world: int, store: str, job: dict, results) -> None:
-    """One process of a DDP row: its shard of the batches through the wrapped step."""
+    """One process of a DDP row: :func:`_train_share`, then the figures of all ranks merged."""
     cuda = job["device"].startswith("cuda")
     device = f"cuda:{rank}" if cuda else "cpu"
     if cuda:
@@ -132,13 +146,12 @@ def _rank(rank: int, world: int, store: str, job: dict, results) -> None:
         "nccl" if cuda else "gloo", init_method=f"file://{store}", rank=rank, world_size=world
     )
     try:
-        datamodule = datamodule_for(
-            job["dataset"], job["cache"], job["max_tokens"], job["num_workers"], device
-        )
-        loader = datamodule.dataloader("train", num_replicas=world, rank=rank)
-        task = build(job["model"], datamodule, device)
-        step = DistributedDataParallel(TrainingStep(task), device_ids=[rank] if cuda else None)
-        mine = measure(step, loader, device, job["precision"], job["steps"])
+        mine = _train_share(rank, world, device, job)
+        # DDP's reducer holds the process group from C++ and, freed, drops it without releasing
+        # the GIL; were it the last holder, the group's destructor would wait for gloo workers
+        # that need the GIL to free their tensors: a deadlock. Freed now, while the group is
+        # still registered, it is never the last holder.
+        gc.collect()
         sums = torch.tensor([mine["sequences"], mine["tokens"]], dtype=torch.float64)
         slowest = torch.tensor([mine["elapsed_s"], mine["waited_s"] / mine["elapsed_s"]])
         sums, slowest = sums.to(device), slowest.to(device)
