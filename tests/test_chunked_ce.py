@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from recsys_seq.data import IGNORE_INDEX, PaddedBatchCollator, Stage, WindowDataset
 from recsys_seq.models import build_model, model_spec
 from recsys_seq.models.chunked_ce import chunked_cross_entropy
-from recsys_seq.models.losses import FullSoftmaxLoss
+from recsys_seq.models.losses import ACCELERATOR_BLOCK_LOGITS, FullSoftmaxLoss, block_shape
 from recsys_seq.models.scorers import with_pad_at_minimum
 from tests.helpers import random_histories, sequences
 
@@ -189,3 +189,51 @@ def test_full_softmax_loss_chunked_equals_dense_on_a_model():
     assert chunked_grads.keys() == plain_grads.keys()
     for name, grad in plain_grads.items():
         torch.testing.assert_close(chunked_grads[name], grad, rtol=1e-5, atol=1e-6, msg=name)
+
+
+@pytest.mark.parametrize(
+    ("device", "num_items", "rows", "expected"),
+    [
+        ("cpu", 12_101, 16_384, (1024, 1024)),  # cache-sized blocks on CPU
+        ("cpu", 12_101, 300, (1024, 300)),  # never more rows than the step has
+        ("cuda", 12_101, 16_384, (12_101, 16_384)),  # one block: a Beauty step on a GPU
+        ("cuda", 1_000_000, 16_384, (1_000_000, ACCELERATOR_BLOCK_LOGITS // 1_000_000)),
+        ("cuda", 2 * ACCELERATOR_BLOCK_LOGITS, 8, (ACCELERATOR_BLOCK_LOGITS, 1)),
+    ],
+)
+def test_auto_blocks_follow_the_device(device, num_items, rows, expected):
+    """``auto`` is cache-sized on CPU and as large as the logits budget allows on a GPU, so a
+    GPU step is a few large products instead of hundreds of small launches; the budget bounds
+    a block at any catalogue size."""
+    items, row_block = block_shape(torch.device(device), num_items, rows, "auto", "auto")
+    assert (items, row_block) == expected
+    assert items * row_block <= max(ACCELERATOR_BLOCK_LOGITS, 1024 * 1024)
+
+
+def test_explicit_blocks_are_kept_on_every_device():
+    for device in ("cpu", "cuda"):
+        assert block_shape(torch.device(device), 500, 64, 16, 8) == (16, 8)
+        assert block_shape(torch.device(device), 500, 64, 16, None) == (16, 64)
+
+
+def test_full_softmax_loss_defaults_to_auto_blocks_and_equals_dense():
+    """The default (``auto``) loss on CPU is the chunked one and equals the dense loss."""
+    torch.manual_seed(0)
+    task = build_model(
+        model_spec(
+            {
+                "name": "sasrec",
+                "encoder": {"name": "self_attention", "max_len": 8, "num_layers": 1},
+                "num_items": 2500,  # more than one 1024-item block
+                "embedding_dim": 8,
+                "loss": {"name": "full_softmax"},
+            }
+        )
+    ).eval()
+    assert (task.loss.chunk_size, task.loss.row_chunk_size) == ("auto", "auto")
+    dataset = WindowDataset(sequences(random_histories(6, 2500, 8), 2500), Stage.TRAIN, 8)
+    batch = PaddedBatchCollator()(dataset.__getitems__(list(range(len(dataset)))))
+    states = task.model.encode(batch)
+    chunked = task.loss(states, batch, task.model)
+    dense = FullSoftmaxLoss(chunk_size=None)(states, batch, task.model)
+    torch.testing.assert_close(chunked, dense, rtol=1e-5, atol=1e-6)
