@@ -66,7 +66,9 @@ class Catalogue:
     def load(cls, path: Path, num_items: int, attributes: Iterable[str] = ()) -> Catalogue:
         """Read ``path/items.parquet`` (already checked by the prepared-folder contract), with
         the item ``attributes`` meta.json lists."""
-        frame = pl.read_parquet(path / schema.ITEMS_FILE).sort(schema.ITEM)
+        frame = pl.read_parquet(path / schema.ITEMS_FILE)
+        if not frame[schema.ITEM].is_sorted():  # prep writes it sorted; a sort copies it whole
+            frame = frame.sort(schema.ITEM)
         index = frame[schema.ITEM].to_numpy()
 
         def by_item(column: str) -> np.ndarray:

@@ -31,6 +31,7 @@ import torch
 from torch.utils.data import Dataset
 
 from data_prep import schema, steps
+from recsys_seq.core.heap import release_freed_memory
 from recsys_seq.data.batch import JaggedWindows
 from recsys_seq.data.catalogue import Catalogue
 from recsys_seq.data.negatives import DISTRIBUTIONS, sample_negatives
@@ -217,6 +218,9 @@ class WindowDataset(Dataset):
             self.lengths = np.minimum(end, max_len)[keep]
             self.starts = (user_start + end)[keep] - self.lengths
             users = users[keep]
+        # a window is at most max_len long: 32-bit lengths halve the per-rank copy (widened to
+        # int64 per batch, so batches are the same for every dtype)
+        self.lengths = self.lengths.astype(np.int32 if max_len < 2**31 else np.int64)
         self.users = users
         self.negatives = None
         evaluation = self.stage in (Stage.VAL, Stage.TEST)
@@ -239,6 +243,7 @@ class WindowDataset(Dataset):
                 raise ValueError(f"eval_users must be >= 1 or None, got {eval_users}")
             chosen = np.random.default_rng(eval_users_seed).permutation(data.users)[:eval_users]
             self._keep(np.isin(self.users, chosen))
+        release_freed_memory()  # the temporaries of the build above (see core/heap.py)
 
     def keep_users(self, users: np.ndarray) -> None:
         """Only the windows of ``users`` (user indices), in the order of ``self.users``."""
@@ -267,7 +272,7 @@ class WindowDataset(Dataset):
         items = self.data.items
         windows = JaggedWindows(
             items=torch.from_numpy(items[flat]),
-            lengths=torch.from_numpy(lengths),
+            lengths=torch.from_numpy(lengths.astype(np.int64)),
             user=torch.from_numpy(self.users[indices]),
             features={
                 name: torch.from_numpy(values[flat]) for name, values in self.data.features.items()

@@ -52,8 +52,8 @@ from recsys_seq.data.validate import check_prepared
 ARRAY_CACHE = "array_cache"
 """The artifact kind of a cache folder (see :mod:`recsys_seq.core.artifacts`)."""
 MANIFEST = "manifest.json"
-VERSION = 1  # of the layout; part of the fingerprint, so a new layout never reads an old one
-ARRAYS = ("items", "offsets", "users", "val_index", "test_index", "train_end", "item_counts")
+VERSION = 2  # of the layout; part of the fingerprint, so a new layout never reads an old one
+ARRAYS = ("items", "offsets", "users", "val_index", "test_index", "train_end")
 FEATURE_PREFIX = "feature-"
 TABLES = (schema.SEQUENCES_FILE, schema.ITEMS_FILE, schema.USERS_FILE)
 
@@ -82,7 +82,7 @@ def load_mapped(folder: Path, cache_root: Path) -> PreparedSequences:
     """``folder``'s sequences with every array mapped from its cache (built when missing,
     stale or damaged). ``meta.json`` and ``items.parquet`` (the catalogue, one row per item)
     are read from the folder itself: the fingerprint covers both, and checkpoints carry the
-    catalogue. ``item_counts`` is copied out of its map: it is small and becomes model buffers.
+    catalogue; ``item_counts`` is the catalogue's (one row per item: small, and model buffers).
     """
     arrays = ensure_cache(folder, cache_root)
     meta = json.loads((folder / schema.META_FILE).read_text())
@@ -91,14 +91,15 @@ def load_mapped(folder: Path, cache_root: Path) -> PreparedSequences:
         for name, values in arrays.items()
         if name.startswith(FEATURE_PREFIX)
     }
+    catalogue = Catalogue.load(
+        folder, int(meta["items"]), meta.get(schema.META_ITEM_ATTRIBUTES, {})
+    )
     return PreparedSequences(
-        **{name: arrays[name] for name in ARRAYS if name != "item_counts"},
-        item_counts=np.array(arrays["item_counts"]),
+        **{name: arrays[name] for name in ARRAYS},
+        item_counts=catalogue.counts,
         features=features,
         meta=meta,
-        catalogue=Catalogue.load(
-            folder, int(meta["items"]), meta.get(schema.META_ITEM_ATTRIBUTES, {})
-        ),
+        catalogue=catalogue,
     )
 
 

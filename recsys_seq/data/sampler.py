@@ -26,6 +26,8 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 from torch.utils.data import Sampler
 
+from recsys_seq.core.heap import release_freed_memory
+
 
 def geometric_boundaries(max_len: int, ratio: float = 1.1) -> list[int]:
     """Bucket upper bounds 1, 2, ..., growing by ``ratio``, ending at ``max_len``.
@@ -71,7 +73,9 @@ class BucketBatchSampler(Sampler[list[int]]):
         allow_repeats: bool = True,
         sort_window: int = 32,
     ) -> None:
-        self.lengths = np.asarray(lengths, dtype=np.int64)
+        self.lengths = np.asarray(lengths)  # the dataset's own array, not a per-rank copy
+        if not np.issubdtype(self.lengths.dtype, np.integer):
+            self.lengths = self.lengths.astype(np.int64)
         if max_tokens is None and (batch_size is None or batch_size < 1):
             raise ValueError("set batch_size >= 1 or max_tokens")
         if max_tokens is not None and max_tokens < 1:
@@ -92,7 +96,9 @@ class BucketBatchSampler(Sampler[list[int]]):
         self.sort_window = sort_window
         self.epoch = 0
         self._skip = 0
-        self.bucket_of = np.searchsorted(self.boundaries, self.lengths, side="left")
+        self.bucket_of = np.searchsorted(self.boundaries, self.lengths, side="left").astype(
+            np.min_scalar_type(len(self.boundaries))  # one byte per window, not eight
+        )
         self._bucket_sizes = self._batch_size_per_bucket()
 
     def set_epoch(self, epoch: int) -> None:
@@ -148,7 +154,9 @@ class BucketBatchSampler(Sampler[list[int]]):
 
     def __iter__(self) -> Iterator[list[int]]:
         skip, self._skip = self._skip, 0
-        for batch in self._shard(self._all_batches())[skip:]:
+        shard = self._shard(self._all_batches())[skip:]
+        release_freed_memory()  # the epoch's shuffle of every rank's windows is freed now
+        for batch in shard:
             yield batch.tolist()
 
     def __len__(self) -> int:
