@@ -99,3 +99,14 @@ def test_all_training_windows_make_every_training_event_a_target_exactly_once(le
         if mine is not None:
             window = last.__getitems__([mine])
             assert window.next_items.tolist() == train[1:][-max_len:]
+
+
+def test_window_lengths_are_held_narrow_and_batched_as_int64():
+    """Each rank holds its windows' lengths in 32 bits (a window is at most max_len), and every
+    stage's batch still carries them as int64, as models and masks expect."""
+    for stage in Stage:
+        dataset = WindowDataset(sequences(HISTORIES), stage, max_len=3)
+        assert dataset.lengths.dtype == np.int32
+        windows = dataset.__getitems__(list(range(len(dataset))))
+        assert windows.lengths.dtype == torch.int64
+        assert windows.lengths.tolist() == dataset.lengths.tolist()

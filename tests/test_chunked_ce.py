@@ -7,6 +7,7 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from recsys_seq.core.options import OptionError
 from recsys_seq.data import IGNORE_INDEX, PaddedBatchCollator, Stage, WindowDataset
 from recsys_seq.models import build_model, model_spec
 from recsys_seq.models.chunked_ce import chunked_cross_entropy
@@ -237,3 +238,16 @@ def test_full_softmax_loss_defaults_to_auto_blocks_and_equals_dense():
     chunked = task.loss(states, batch, task.model)
     dense = FullSoftmaxLoss(chunk_size=None)(states, batch, task.model)
     torch.testing.assert_close(chunked, dense, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("key", ["chunk_size", "row_chunk_size"])
+@pytest.mark.parametrize("value", ["Auto", "fast", -1, True, 2.5, [1024]])
+def test_a_wrong_block_size_is_refused_naming_the_option(key, value):
+    spec = {
+        "name": "sasrec",
+        "encoder": {"name": "self_attention", "max_len": 8},
+        "num_items": 10,
+        "loss": {"name": "full_softmax", key: value},
+    }
+    with pytest.raises(OptionError, match=f"model.loss.{key} must be"):
+        model_spec(spec)
