@@ -7,13 +7,16 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from recsys_seq import configs
+from recsys_seq.core.options import OptionError
 from recsys_seq.data import IGNORE_INDEX
-from recsys_seq.models import ItemEmbedder, NextItemModel
+from recsys_seq.models import ItemEmbedder, NextItemModel, build_model, model_spec
 from recsys_seq.models.encoders.identity import IdentityEncoder
 from recsys_seq.models.losses import (
     BinaryCrossEntropyLoss,
     CandidateBCELoss,
     FullSoftmaxLoss,
+    GeneralisedBCELoss,
     SampledSoftmaxLoss,
     gather_rows,
 )
@@ -50,6 +53,7 @@ def inputs(seed=0):
         SampledSoftmaxLoss(0, in_batch=True, item_counts=COUNTS),
         SampledSoftmaxLoss(8, "uniform", in_batch=True, item_counts=COUNTS),
         BinaryCrossEntropyLoss(2, item_counts=COUNTS),
+        GeneralisedBCELoss(N, 4, 0.75, item_counts=COUNTS),
         CandidateBCELoss(N, num_negatives=4, cuts_per_window=3),
     ],
     ids=[
@@ -59,6 +63,7 @@ def inputs(seed=0):
         "in_batch",
         "mixed",
         "bce",
+        "gbce",
         "candidate_bce",
     ],
 )
@@ -154,7 +159,9 @@ def test_negatives_never_include_pad():
 
 
 @pytest.mark.parametrize(
-    "loss", [SampledSoftmaxLoss(4), BinaryCrossEntropyLoss(1)], ids=["sampled_softmax", "bce"]
+    "loss",
+    [SampledSoftmaxLoss(4), BinaryCrossEntropyLoss(1), GeneralisedBCELoss(N, 4)],
+    ids=["sampled_softmax", "bce", "gbce"],
 )
 def test_negative_sampling_requires_item_counts(loss):
     states, batch, model = inputs()
@@ -270,3 +277,85 @@ def test_rows_gathered_together_equal_each_lookup_alone_in_value_and_gradient():
         assert torch.equal(r, a)
     sum((a * w).sum() for a, w in zip(alone, weights, strict=True)).backward()
     assert torch.allclose(together, table.grad, atol=1e-6)
+
+
+def test_gbce_weighs_the_target_term_by_beta_and_nothing_else():
+    """gBCE written out: ``beta softplus(-s(target)) + sum softplus(s(neg))`` with the draws
+    of the loss, ``beta = alpha (t (1 - 1/alpha) + 1/alpha)``, ``alpha = K / (N - 1)``;
+    the item table's gradient too."""
+    states, batch, model = inputs()
+    k, t = 5, 0.75
+    loss = GeneralisedBCELoss(N, k, t, item_counts=COUNTS)
+    alpha = k / (N - 1)
+    beta = alpha * (t * (1 - 1 / alpha) + 1 / alpha)
+    torch.manual_seed(6)
+    value = loss(states, batch, model)
+    value.backward()
+    grad = model.embedder.items.weight.grad.clone()
+    model.embedder.items.weight.grad = None
+    torch.manual_seed(6)
+    drawn = loss.draw((*batch["targets"].shape, k))
+    table = model.item_table
+    terms = [
+        beta * F.softplus(-(table[batch["targets"][b, t]] @ states[b, t]))
+        + F.softplus(table[drawn[b, t]] @ states[b, t]).sum()
+        for b, t in torch.nonzero(batch["mask"]).tolist()
+    ]
+    reference = torch.stack(terms).mean()
+    reference.backward()
+    assert torch.allclose(value, reference, atol=1e-6)
+    assert torch.allclose(grad, model.embedder.items.weight.grad, atol=1e-6)
+
+
+@pytest.mark.parametrize(("calibration", "beta"), [(0.0, 1.0), (1.0, 4 / (N - 1))])
+def test_gbce_runs_from_plain_bce_to_the_sampling_rate(calibration, beta):
+    """t = 0 is SASRec's BCE (beta 1), t = 1 divides the target's term by (N - 1) / K."""
+    gbce = GeneralisedBCELoss(N, 4, calibration, item_counts=COUNTS)
+    assert gbce.positive_weight == pytest.approx(beta)
+    if calibration == 0.0:
+        states, batch, model = inputs()
+        torch.manual_seed(2)
+        expected = BinaryCrossEntropyLoss(4, item_counts=COUNTS)(states, batch, model)
+        torch.manual_seed(2)
+        assert torch.allclose(gbce(states, batch, model), expected)
+
+
+@pytest.mark.parametrize(
+    ("loss", "message"),
+    [
+        ({"calibration": 1.5}, "model.loss.calibration must be"),
+        ({"calibration": -0.1}, "model.loss.calibration must be"),
+        ({"calibration": "high"}, "model.loss.calibration must be"),
+        ({"num_negatives": 0}, "model.loss.num_negatives must be"),
+    ],
+)
+def test_wrong_gbce_options_are_refused_naming_them(loss, message):
+    spec = {
+        "name": "sasrec",
+        "encoder": {"name": "self_attention", "max_len": 8},
+        "num_items": 10,
+        "loss": {"name": "gbce", **loss},
+    }
+    with pytest.raises(OptionError, match=message):
+        model_spec(spec)
+
+
+def test_loss_gbce_builds_from_its_config(tmp_path):
+    """``loss@model.loss=gbce`` composes, and the built loss draws from the data's catalogue."""
+    cfg = configs.compose_train(["loss@model.loss=gbce"])
+    values = configs.plain(cfg.model.loss)
+    assert values == {"name": "gbce", "num_negatives": 256, "calibration": 0.75}
+    task = build_model(
+        model_spec(
+            {
+                "name": "sasrec",
+                "encoder": {"name": "self_attention", "max_len": 8},
+                "num_items": 300,
+                "loss": values,
+            }
+        )  # fmt: skip
+    )
+    assert isinstance(task.loss, GeneralisedBCELoss)
+    assert task.loss.positive_weight == pytest.approx(
+        (256 / 299) * (0.75 * (1 - 299 / 256) + 299 / 256)
+    )

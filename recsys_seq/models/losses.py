@@ -280,6 +280,11 @@ class BinaryCrossEntropyOptions:
 
 @LOSSES.register(BinaryCrossEntropyOptions)
 class BinaryCrossEntropyLoss(_NegativeSampling):
+    """Each position's target against ``num_negatives`` uniformly drawn items, each a binary
+    decision (SASRec's objective)."""
+
+    positive_weight = 1.0  # the target's term; gBCE raises it (GeneralisedBCELoss)
+
     def __init__(self, num_negatives: int = 1, item_counts: np.ndarray | None = None) -> None:
         super().__init__(num_negatives, "uniform", item_counts)
 
@@ -290,8 +295,51 @@ class BinaryCrossEntropyLoss(_NegativeSampling):
         scored = torch.cat([safe_targets[..., None], negatives], -1)  # (B, T, 1 + K)
         (rows,) = gather_rows(items, scored)  # (B, T, 1 + K, D)
         logits = (states[..., None, :] * rows).sum(-1)  # (B, T, 1 + K)
-        per_position = F.softplus(-logits[..., 0]) + F.softplus(logits[..., 1:]).sum(-1)
+        positive = self.positive_weight * F.softplus(-logits[..., 0])  # -beta log sigmoid(s+)
+        per_position = positive + F.softplus(logits[..., 1:]).sum(-1)
         return _mean_over_real(per_position, targets)
+
+
+@dataclass(frozen=True)
+class GeneralisedBCEOptions:
+    """``model.loss`` for :class:`GeneralisedBCELoss`."""
+
+    name: Literal["gbce"] = "gbce"
+    num_negatives: int = option(256, min=1)
+    calibration: float = option(0.75, min=0.0, max=1.0)  # gSASRec's t: 0 is plain BCE
+    scorers: ClassVar[tuple[str, ...]] = ("dot_product",)
+
+
+@LOSSES.register(GeneralisedBCEOptions)
+class GeneralisedBCELoss(BinaryCrossEntropyLoss):
+    """gBCE (gSASRec; Petrov and Macdonald, RecSys 2023): BCE whose target term is raised
+    to the power ``beta``, ``-log sigmoid(s+)^beta - sum log(1 - sigmoid(s-))``.
+
+    With K of the N - 1 other items as negatives, plain BCE learns probabilities for a world
+    where a position has K rivals, and is overconfident about the target by the sampling rate
+    ``alpha = K / (N - 1)``. ``beta = alpha (t (1 - 1/alpha) + 1/alpha)`` moves from 1 (plain
+    BCE, ``t = 0``) to ``alpha`` (fully calibrated, ``t = 1``); the paper's choice is 0.75.
+
+    Args:
+        num_items: N, the catalogue the negatives are drawn from.
+        calibration: ``t`` in [0, 1].
+    """
+
+    def __init__(
+        self,
+        num_items: int,
+        num_negatives: int = 256,
+        calibration: float = 0.75,
+        item_counts: np.ndarray | None = None,
+    ) -> None:
+        super().__init__(num_negatives, item_counts)
+        if num_items < 2 or not 0.0 <= calibration <= 1.0:
+            raise ValueError(
+                f"gbce needs num_items >= 2 and calibration in [0, 1], got {num_items} and "
+                f"{calibration}"
+            )
+        alpha = num_negatives / (num_items - 1)
+        self.positive_weight = alpha * (calibration * (1 - 1 / alpha) + 1 / alpha)
 
 
 @dataclass(frozen=True)
