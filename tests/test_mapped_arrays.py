@@ -127,6 +127,21 @@ def test_a_stale_cache_is_replaced_when_a_table_is_rewritten(own_copy, tmp_path,
     assert cache_of(own_copy, root) != old and not old.exists()  # the old version is removed
 
 
+def test_a_cache_of_an_older_layout_is_never_read_and_is_replaced(
+    own_copy, tmp_path, capsys, monkeypatch
+):
+    """A new layout (another set of arrays) changes the fingerprint: the old cache of the same
+    folder is not opened, a new one is built and the old one removed."""
+    root = tmp_path / "arrays"
+    monkeypatch.setattr(mapped, "VERSION", mapped.VERSION - 1)
+    mapped.ensure_cache(own_copy, root)
+    old = cache_of(own_copy, root)
+    monkeypatch.undo()
+    capsys.readouterr()
+    assert "changed since the cache" in rebuilt_line(capsys, own_copy, root)
+    assert cache_of(own_copy, root) != old and not old.exists()
+
+
 @pytest.mark.parametrize("damage", ["truncate", "remove_npy", "remove_manifest", "wrong_shape"])
 def test_a_damaged_cache_is_detected_and_rebuilt(demo_dir, tmp_path, capsys, damage):
     root = tmp_path / "arrays"
