@@ -83,3 +83,20 @@ def test_the_datamodule_takes_prep_suggested_buckets_when_asked(demo_dir):
     assert SequenceDataModule(demo_dir, boundaries=[4, 9]).bucket_boundaries() == [4, 9]
     loader = chosen.dataloader("train", num_replicas=1, rank=0)
     assert loader.batch_sampler.boundaries.tolist() == chosen.bucket_boundaries()
+
+
+@settings(max_examples=50, deadline=None)
+@given(lengths=lengths_st, world=world_st, budget=budget_st)
+def test_the_batches_do_not_depend_on_how_lengths_are_stored(lengths, world, budget):
+    """A list, int64, int32 (what datasets hold) or uint16 lengths give the same shards: the
+    sampler keeps the dataset's own array instead of a per-rank int64 copy."""
+    expected = shards(lengths, world, max_tokens=budget)
+    for dtype in (np.int64, np.int32, np.uint16):
+        assert shards(np.asarray(lengths, dtype=dtype), world, max_tokens=budget) == expected
+
+
+def test_the_sampler_holds_the_datasets_lengths_and_one_byte_bucket_ids():
+    lengths = np.random.default_rng(0).integers(1, 200, 1000).astype(np.int32)
+    sampler = BucketBatchSampler(lengths, batch_size=8)
+    assert sampler.lengths is lengths
+    assert sampler.bucket_of.itemsize == 1
