@@ -38,4 +38,3 @@ def test_freed_heap_blocks_go_back_to_the_system():
     ).stdout
     released_mb = float(out.strip().splitlines()[-1])
     assert released_mb > 60  # of the 80 MB freed; without the trim, none of it
-
