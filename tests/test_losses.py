@@ -236,30 +236,6 @@ def test_a_pool_with_no_negatives_is_refused():
         SampledSoftmaxLoss(0, in_batch=False, item_counts=COUNTS)
 
 
-def test_bce_is_softplus_of_the_target_and_of_each_drawn_negative():
-    """Written out position by position: ``softplus(-s(target)) + sum softplus(s(neg))`` over
-    the real positions, with the negatives the loss drew; the item table's gradient too."""
-    states, batch, model = inputs()
-    loss = BinaryCrossEntropyLoss(3, item_counts=COUNTS)
-    torch.manual_seed(6)
-    value = loss(states, batch, model)
-    value.backward()
-    grad = model.embedder.items.weight.grad.clone()
-    model.embedder.items.weight.grad = None
-    torch.manual_seed(6)
-    drawn = loss.draw((*batch["targets"].shape, 3))
-    table = model.item_table
-    terms = [
-        F.softplus(-(table[batch["targets"][b, t]] @ states[b, t]))
-        + F.softplus(table[drawn[b, t]] @ states[b, t]).sum()
-        for b, t in torch.nonzero(batch["mask"]).tolist()
-    ]
-    reference = torch.stack(terms).mean()
-    reference.backward()
-    assert torch.allclose(value, reference, atol=1e-6)
-    assert torch.allclose(grad, model.embedder.items.weight.grad, atol=1e-6)
-
-
 def test_rows_gathered_together_equal_each_lookup_alone_in_value_and_gradient():
     g = torch.Generator().manual_seed(7)
     table = torch.randn(N + 1, D, generator=g, requires_grad=True)
@@ -279,15 +255,26 @@ def test_rows_gathered_together_equal_each_lookup_alone_in_value_and_gradient():
     assert torch.allclose(together, table.grad, atol=1e-6)
 
 
-def test_gbce_weighs_the_target_term_by_beta_and_nothing_else():
-    """gBCE written out: ``beta softplus(-s(target)) + sum softplus(s(neg))`` with the draws
-    of the loss, ``beta = alpha (t (1 - 1/alpha) + 1/alpha)``, ``alpha = K / (N - 1)``;
-    the item table's gradient too."""
-    states, batch, model = inputs()
-    k, t = 5, 0.75
-    loss = GeneralisedBCELoss(N, k, t, item_counts=COUNTS)
+def _gbce_beta(k: int, t: float) -> float:
     alpha = k / (N - 1)
-    beta = alpha * (t * (1 - 1 / alpha) + 1 / alpha)
+    return alpha * (t * (1 - 1 / alpha) + 1 / alpha)
+
+
+@pytest.mark.parametrize(
+    ("loss", "beta"),
+    [
+        (BinaryCrossEntropyLoss(3, item_counts=COUNTS), 1.0),
+        (GeneralisedBCELoss(N, 5, 0.75, item_counts=COUNTS), _gbce_beta(5, 0.75)),
+    ],
+    ids=["bce", "gbce"],
+)
+def test_bce_is_softplus_of_the_target_and_of_each_drawn_negative(loss, beta):
+    """Written out position by position: ``beta softplus(-s(target)) + sum softplus(s(neg))``
+    over the real positions, with the negatives the loss drew (beta 1 for BCE; for gBCE
+    ``alpha (t (1 - 1/alpha) + 1/alpha)``, ``alpha = K / (N - 1)``); the item table's gradient
+    too."""
+    states, batch, model = inputs()
+    k = loss.num_negatives
     torch.manual_seed(6)
     value = loss(states, batch, model)
     value.backward()
