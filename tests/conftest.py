@@ -54,11 +54,6 @@ EXPORTABLE = {
     "sasrec": ["model=sasrec"],
     "gru": ["model=gru"],
     "bsarec": ["model=bsarec", "data.train_windows=prefixes"],
-    "bsarec_positions": [
-        "model=bsarec",
-        "data.train_windows=prefixes",
-        "model.encoder.empty_slots=positions",
-    ],
     "sasrec_category": ["model=sasrec", "model.side_features=[category]"],
 }
 

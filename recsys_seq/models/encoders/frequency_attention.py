@@ -152,7 +152,6 @@ class FrequencyAttentionEncoder(nn.Module):
         super().__init__()
         self.max_len = max_len
         self.empty_slots = empty_slots
-        self.register_buffer("frame", torch.eye(max_len), persistent=False)  # (N, N)
         # numbered back from the last event, as BSARec's left-padded windows are
         self.positions = nn.Embedding(max_len, d_model)
         nn.init.normal_(self.positions.weight, std=d_model**-0.5)
@@ -186,16 +185,11 @@ class FrequencyAttentionEncoder(nn.Module):
             x = self.ln_in(x + self.positions(position_index(T, lengths, self.max_len, True)))
             block_keep = keep
         else:  # the whole frame, every slot numbered back from the last event (module)
-            # placed by a (N, T) slice of the identity, not padded: a pad of N - T slots
-            # would make torch.export specialise on T < N
-            placement = self.frame[:, torch.arange(T, device=x.device)].to(x.dtype)
-            x = torch.einsum("nt,btd->bnd", placement, x * keep)  # (B, N, D)
-            frame = torch.arange(self.max_len, device=x.device)[None]  # (1, N)
-            x = self.ln_in(x + self.positions((frame - lengths[:, None]) % self.max_len))
+            x = nn.functional.pad(x * keep, (0, 0, 0, self.max_len - T))  # (B, N, D)
+            slots = torch.arange(self.max_len, device=x.device)[None]  # (1, N)
+            x = self.ln_in(x + self.positions((slots - lengths[:, None]) % self.max_len))
             block_keep = None
         x = self.dropout(x)  # (B, T or N, D)
         for block in self.blocks:
             x = block(x, block_keep)
-        if self.empty_slots == "positions":
-            x = torch.einsum("nt,bnd->btd", placement, x)  # back to the batch's T slots
-        return x * keep
+        return x[:, :T] * keep
