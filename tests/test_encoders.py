@@ -19,7 +19,6 @@ VARIANTS = [(name, {}) for name in ENCODERS.names()] + [
     ("self_attention", {"norm": "post"}),
     ("self_attention", {"positions": "from_end"}),
     ("frequency_attention", {"low_frequencies": 1, "filter_weight": 1.0}),
-    ("frequency_attention", {"empty_slots": "positions"}),
 ]
 
 

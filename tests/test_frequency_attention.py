@@ -4,9 +4,8 @@ trained, and that it runs in bf16."""
 import pytest
 import torch
 
-from recsys_seq.core.options import OptionError, checked
+from recsys_seq.core.options import OptionError
 from recsys_seq.data.batch import padding_mask
-from recsys_seq.models import ENCODERS
 from recsys_seq.models.encoders.frequency_attention import SpectralFilter
 from tests.helpers import D, encoder_with, train_config
 
@@ -57,44 +56,6 @@ def test_runs_under_bf16_autocast_with_pad_states_zero():
         states = encoder(torch.randn(2, 6, D), padding_mask(lengths, 6), lengths)
     assert torch.isfinite(states).all()
     assert (states[~padding_mask(lengths, 6)] == 0).all()
-
-
-def test_empty_slots_change_nothing_in_a_full_window_and_a_short_window_s_states():
-    """A window of ``max_len`` events has no empty slot, so both settings agree on it; a
-    shorter one is filtered against zeros under ``zeros`` and against the learned positions
-    under ``positions``, which must show in its states."""
-    lengths = torch.tensor([MAX_LEN, 3])
-    mask = padding_mask(lengths, MAX_LEN)
-    x = torch.randn(2, MAX_LEN, D, generator=torch.Generator().manual_seed(5))
-    zeros, positions = (
-        encoder_with("frequency_attention", max_len=MAX_LEN, empty_slots=setting)(x, mask, lengths)
-        for setting in ("zeros", "positions")
-    )
-    torch.testing.assert_close(positions[0], zeros[0])
-    assert not torch.allclose(positions[1, :3], zeros[1, :3], atol=1e-3)
-
-
-@pytest.mark.parametrize(("setting", "reads_row_0"), [("zeros", False), ("positions", True)])
-def test_the_slot_after_the_last_event_reads_position_row_0_only_under_positions(
-    setting, reads_row_0
-):
-    """BSARec's left padding numbers the slot right after a window's last event 0 (the
-    numbering wraps, modulo ``max_len``); a window of 4 of 10 events uses rows 6-9 for its
-    events, so row 0 reaches its last state only through an empty slot."""
-    encoder = encoder_with("frequency_attention", max_len=MAX_LEN, empty_slots=setting)
-    lengths = torch.tensor([4])
-    x = torch.randn(1, 4, D, generator=torch.Generator().manual_seed(6))
-    before = encoder(x, padding_mask(lengths, 4), lengths)
-    with torch.no_grad():
-        encoder.positions.weight[0].add_(torch.randn(D, generator=torch.Generator().manual_seed(7)))
-    after = encoder(x, padding_mask(lengths, 4), lengths)
-    assert torch.allclose(before[0, 3], after[0, 3], atol=1e-5) is not reads_row_0
-
-
-def test_unknown_empty_slots_setting_is_refused_naming_the_option():
-    options = ENCODERS.options("frequency_attention")
-    with pytest.raises(OptionError, match=r"model\.encoder\.empty_slots must be one of zeros"):
-        checked(options, {"empty_slots": "mean"}, "model.encoder")
 
 
 @pytest.mark.parametrize("windows_option", ["all", "last"])

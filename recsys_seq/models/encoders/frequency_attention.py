@@ -11,14 +11,9 @@ encoder may only be trained on windows whose one target follows their last event
 (``data.train_windows=prefixes`` or ``holdout``), which :func:`recsys_seq.configs.spec_for_data`
 enforces. Serving reads the state after the last event, where this never matters.
 
-Why the result does not depend on the batch's padding: the transform always spans ``max_len``
-slots, and what the slots after a window's last event hold is fixed by ``empty_slots``, never
-by its batch mates. ``zeros`` (the default) zeroes them before every filter. ``positions``
-fills them as BSARec's left padding is filled: each empty slot carries its learned position
-(the numbering continues, modulo ``max_len``, from the last event) and its state passes
-through the blocks like an event's, so the filter reads a learned backdrop behind a short
-window. Attention stays causal, so no event's state attends to an empty slot, and every
-empty slot's output state is zero.
+Why the result does not depend on the batch's padding: PAD states are zeroed before every
+filter and the transform always spans ``max_len`` slots (zero beyond the batch's longest
+window), so a window is filtered in the same ``max_len`` frame whatever its batch mates are.
 """
 
 from __future__ import annotations
@@ -55,8 +50,6 @@ class FrequencyAttentionOptions:
     filter_weight: float = option(0.7, min=0.0, max=1.0)
     # frequencies of the max_len-slot transform kept as "low" (BSARec's c // 2 + 1)
     low_frequencies: int = option(3, min=1)
-    # what the filter sees after a window's last event: zeros, or learned positions (module)
-    empty_slots: Literal["zeros", "positions"] = "zeros"
 
     sees_whole_window: ClassVar[bool] = True  # a state may read later events (see module)
     check = SelfAttentionOptions.check  # the heads must split the width
@@ -109,11 +102,8 @@ class FrequencyAttentionBlock(nn.Module):
         self.ffn = FeedForward(d_model, ffn_hidden, dropout)
         self.ln_ffn = nn.LayerNorm(d_model)
 
-    def forward(self, x: torch.Tensor, keep: torch.Tensor | None) -> torch.Tensor:
-        """``keep`` ``(B, T, 1)`` zeroes the empty slots before the filter; ``None`` leaves
-        them as they are (``empty_slots=positions``)."""
-        if keep is not None:
-            x = x * keep
+    def forward(self, x: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+        x = x * keep  # the filter must see zeros in PAD slots
         filtered = self.ln_filter(x + self.filter_dropout(self.filter(x)))
         attended = self.ln_attn(x + self.attn(x))
         mixed = self.filter_weight * filtered + (1 - self.filter_weight) * attended
@@ -134,7 +124,6 @@ class FrequencyAttentionEncoder(nn.Module):
         dropout: dropout on embeddings, attention weights and every residual branch.
         filter_weight: share of the filtered view in each block's mix (``alpha``).
         low_frequencies: FFT frequencies the filter counts as low.
-        empty_slots: ``zeros`` or ``positions``: what the filter sees after the last event.
     """
 
     def __init__(
@@ -147,11 +136,9 @@ class FrequencyAttentionEncoder(nn.Module):
         dropout: float,
         filter_weight: float,
         low_frequencies: int,
-        empty_slots: str,
     ) -> None:  # built from FrequencyAttentionOptions, the one owner of the defaults
         super().__init__()
         self.max_len = max_len
-        self.empty_slots = empty_slots
         # numbered back from the last event, as BSARec's left-padded windows are
         self.positions = nn.Embedding(max_len, d_model)
         nn.init.normal_(self.positions.weight, std=d_model**-0.5)
@@ -181,15 +168,8 @@ class FrequencyAttentionEncoder(nn.Module):
         if T > self.max_len:
             raise ValueError(f"sequence length {T} exceeds the encoder's max_len={self.max_len}")
         keep = mask[..., None].to(x.dtype)  # (B, T, 1)
-        if self.empty_slots == "zeros":
-            x = self.ln_in(x + self.positions(position_index(T, lengths, self.max_len, True)))
-            block_keep = keep
-        else:  # the whole frame, every slot numbered back from the last event (module)
-            x = nn.functional.pad(x * keep, (0, 0, 0, self.max_len - T))  # (B, N, D)
-            slots = torch.arange(self.max_len, device=x.device)[None]  # (1, N)
-            x = self.ln_in(x + self.positions((slots - lengths[:, None]) % self.max_len))
-            block_keep = None
-        x = self.dropout(x)  # (B, T or N, D)
+        x = self.ln_in(x + self.positions(position_index(T, lengths, self.max_len, True)))
+        x = self.dropout(x)  # (B, T, D)
         for block in self.blocks:
-            x = block(x, block_keep)
-        return x[:, :T] * keep
+            x = block(x, keep)
+        return x * keep
