@@ -12,6 +12,7 @@ from recsys_seq.data import BucketBatchSampler, SequenceDataModule
 lengths_st = st.lists(st.integers(1, 300), min_size=1, max_size=400)
 world_st = st.integers(1, 8)
 budget_st = st.one_of(st.none(), st.integers(1, 2000))
+grouped_st = st.booleans()  # length-grouped batches, or random ones (data.batching)
 
 
 def shards(lengths, world, epoch=0, seed=0, **options):
@@ -27,13 +28,15 @@ def shards(lengths, world, epoch=0, seed=0, **options):
 
 
 @settings(max_examples=150, deadline=None)
-@given(lengths=lengths_st, world=world_st, budget=budget_st)
-def test_training_shards_are_equal_disjoint_and_complete(lengths, world, budget):
-    per_rank = shards(lengths, world, max_tokens=budget)
+@given(lengths=lengths_st, world=world_st, budget=budget_st, grouped=grouped_st)
+def test_training_shards_are_equal_disjoint_and_complete(lengths, world, budget, grouped):
+    per_rank = shards(lengths, world, max_tokens=budget, group_by_length=grouped)
     assert len({len(batches) for batches in per_rank}) == 1, "every rank runs the same steps"
     seen = Counter(i for batches in per_rank for batch in batches for i in batch)
     assert set(seen) == set(range(len(lengths))), "every sample is used"
-    unsharded = len(BucketBatchSampler(lengths, batch_size=8, max_tokens=budget))
+    unsharded = len(
+        BucketBatchSampler(lengths, batch_size=8, max_tokens=budget, group_by_length=grouped)
+    )
     if len(lengths) >= -(-unsharded // world) * world:  # enough samples to split batches
         assert max(seen.values()) == 1, "no sample is used twice (ranks are disjoint)"
 
@@ -49,19 +52,26 @@ def test_evaluation_counts_every_sample_exactly_once(lengths, world):
 
 
 @settings(max_examples=150, deadline=None)
-@given(lengths=lengths_st, budget=st.integers(1, 2000))
-def test_token_budget_is_never_exceeded_but_by_a_lone_long_window(lengths, budget):
+@given(lengths=lengths_st, budget=st.integers(1, 2000), grouped=grouped_st)
+def test_token_budget_is_never_exceeded_but_by_a_lone_long_window(lengths, budget, grouped):
     lengths = np.asarray(lengths)
-    for batch in BucketBatchSampler(lengths, max_tokens=budget):
+    for batch in BucketBatchSampler(lengths, max_tokens=budget, group_by_length=grouped):
         slots = len(batch) * lengths[batch].max()
         assert slots <= budget or len(batch) == 1
 
 
 @settings(max_examples=50, deadline=None)
-@given(lengths=st.lists(st.integers(1, 300), min_size=50, max_size=400), world=world_st)
-def test_order_is_deterministic_per_epoch_and_changes_across_epochs(lengths, world):
-    assert shards(lengths, world, epoch=3) == shards(lengths, world, epoch=3)
-    assert shards(lengths, world, epoch=3) != shards(lengths, world, epoch=4)
+@given(
+    lengths=st.lists(st.integers(1, 300), min_size=50, max_size=400),
+    world=world_st,
+    grouped=grouped_st,
+)
+def test_order_is_deterministic_per_epoch_and_changes_across_epochs(lengths, world, grouped):
+    def order(epoch):
+        return shards(lengths, world, epoch=epoch, group_by_length=grouped)
+
+    assert order(3) == order(3)
+    assert order(3) != order(4)
 
 
 def test_bucketed_batches_have_near_equal_lengths():
@@ -73,6 +83,27 @@ def test_bucketed_batches_have_near_equal_lengths():
         real += lengths[batch].sum()
         slots += len(batch) * lengths[batch].max()
     assert real / slots >= 0.95
+
+
+def test_random_batches_mix_lengths_that_grouped_batches_keep_apart():
+    """data.batching=random: batch mates are a random draw, so their lengths spread as the
+    whole data's do; with length grouping they are almost equal."""
+    lengths = np.random.default_rng(0).integers(1, 51, 20_000)
+
+    def mean_spread(sampler):
+        return np.mean([np.ptp(lengths[batch]) for batch in sampler])
+
+    assert mean_spread(BucketBatchSampler(lengths, batch_size=128)) < 2
+    assert mean_spread(BucketBatchSampler(lengths, batch_size=128, group_by_length=False)) > 45
+
+
+def test_only_training_batches_follow_data_batching(demo_dir):
+    data = SequenceDataModule(demo_dir, max_len=30, batching="random")
+    assert not data.dataloader("train", num_replicas=1, rank=0).batch_sampler.group_by_length
+    for stage in ("val", "test"):
+        assert data.dataloader(stage, num_replicas=1, rank=0).batch_sampler.group_by_length
+    grouped = SequenceDataModule(demo_dir, max_len=30)
+    assert grouped.dataloader("train", num_replicas=1, rank=0).batch_sampler.group_by_length
 
 
 def test_the_datamodule_takes_prep_suggested_buckets_when_asked(demo_dir):

@@ -182,6 +182,7 @@ class SequenceDataModule(L.LightningDataModule):
             num_replicas=num_replicas,
             rank=rank or 0,
             allow_repeats=training,
+            group_by_length=not training or self.options.batching == "length",
         )
         o = self.options
         return DataLoader(

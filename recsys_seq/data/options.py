@@ -41,6 +41,10 @@ class DataOptions:
         batch_size: sequences per training batch (unless ``max_tokens`` is set).
         max_tokens: token budget per training batch (``longest x batch size``).
         eval_batch_size: sequences per validation/test batch.
+        batching: ``length`` groups training batch mates of almost equal length (least
+            padding); ``random`` draws each training batch at random, padded to its own
+            longest window (more padding, batch mates of every length). Evaluation batches
+            are always grouped: their order changes no figure.
         boundaries: bucket upper bounds; ``suggested`` for recsys-prep's suggestion; None
             for the sampler's geometric buckets (see :meth:`bucket_boundaries`).
         pad_to_multiple_of: round padded lengths up (e.g. 8 on GPUs).
@@ -68,6 +72,7 @@ class DataOptions:
     batch_size: int = option(128, min=1)
     max_tokens: int | None = option(None, min=1)
     eval_batch_size: int = option(256, min=1)
+    batching: Literal["length", "random"] = "length"
     boundaries: list[int] | Literal["suggested"] | None = option(None, min=1)
     pad_to_multiple_of: int | None = option(None, min=1)
     num_workers: int = option(0, min=0)

@@ -1,5 +1,9 @@
 """Length-bucketed batches with an optional token budget, sharded evenly across DDP ranks.
 
+With ``group_by_length=False`` steps 1 and 2 are skipped: batches are plain random draws,
+each padded to its own longest window (more padding, but batch mates of every length, as the
+reference code of the S3-Rec line trains).
+
 How an epoch's batches are built (identically on every rank, from ``seed`` and ``epoch``):
 
 1. Each sample goes to the bucket whose ``(lower, upper]`` length range holds it.
@@ -58,6 +62,8 @@ class BucketBatchSampler(Sampler[list[int]]):
         allow_repeats: when splitting cannot even out the ranks, repeat batches (training)
             rather than leave a rank short (evaluation: every user exactly once).
         sort_window: in-bucket sorting window, in batches.
+        group_by_length: batch mates of almost equal length (steps 1 and 2 of the module
+            docstring); False draws every batch at random from all samples.
     """
 
     def __init__(
@@ -72,6 +78,7 @@ class BucketBatchSampler(Sampler[list[int]]):
         rank: int = 0,
         allow_repeats: bool = True,
         sort_window: int = 32,
+        group_by_length: bool = True,
     ) -> None:
         self.lengths = np.asarray(lengths)  # the dataset's own array, not a per-rank copy
         if not np.issubdtype(self.lengths.dtype, np.integer):
@@ -85,9 +92,12 @@ class BucketBatchSampler(Sampler[list[int]]):
         self.batch_size = batch_size
         self.max_tokens = max_tokens
         longest = int(self.lengths.max()) if len(self.lengths) else 1
+        if not group_by_length:
+            boundaries = [longest]  # one bucket
         self.boundaries = np.asarray(
             sorted(boundaries) if boundaries else geometric_boundaries(longest), dtype=np.int64
         )
+        self.group_by_length = group_by_length
         self.shuffle = shuffle
         self.seed = seed
         self.num_replicas = num_replicas
@@ -129,8 +139,9 @@ class BucketBatchSampler(Sampler[list[int]]):
             if len(members) == 0:
                 continue
             size = int(self._bucket_sizes[bucket])
-            window = np.arange(len(members)) // (size * self.sort_window)
-            members = members[np.lexsort((self.lengths[members], window))]
+            if self.group_by_length:
+                window = np.arange(len(members)) // (size * self.sort_window)
+                members = members[np.lexsort((self.lengths[members], window))]
             batches.extend(np.split(members, np.arange(size, len(members), size)))
         if self.shuffle:
             batches = [batches[i] for i in rng.permutation(len(batches))]
