@@ -95,6 +95,8 @@ BAD_OPTIONS = [
     train_case("model.scorer.name=target_attention", ("candidate_bce", "target_attention")),
     train_case("encoder@model.encoder=nosuch", ("nosuch",)),
     train_case("data.max_len=0", ("data.max_len",)),
+    train_case("data.empty_history=true", ("data.empty_history", "data.train_windows=prefixes")),
+    train_case("data.batching=sorted", ("data.batching", "sorted", "random")),
     train_case("trainer.max_epochs=-1", ("trainer.max_epochs",)),
     train_case("trainer.devices=0", ("trainer.devices",)),
     train_case("trainer.accelerator=banana", ("trainer.accelerator", "banana")),

@@ -27,6 +27,8 @@ OPTIONS = {
     "all": {"train_windows": "all"},
     "last": {"train_windows": "last"},
     "prefixes": {"train_windows": "prefixes"},
+    "prefixes_from_empty": {"train_windows": "prefixes", "empty_history": True},
+    "random_batches": {"batching": "random", "max_tokens": 600},
     "holdout": {"train_windows": "holdout", "train_holdout": 2},
     "all_with_holdout": {"train_windows": "all", "train_holdout": 1},
     "boundaries": {"boundaries": [3, 8, 20]},

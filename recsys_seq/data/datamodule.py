@@ -148,6 +148,7 @@ class SequenceDataModule(L.LightningDataModule):
             o.max_len,
             train_windows=o.train_windows,
             train_holdout=o.train_holdout,
+            empty_history=o.empty_history,
             sampled_negatives=o.sampled_negatives,
             negatives_from=o.negatives_from,
             negatives_seed=o.negatives_seed,

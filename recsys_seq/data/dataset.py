@@ -13,7 +13,10 @@ A *window* is the slice of a user's history a model reads for one stage:
   ``items[:p][-max_len:]``, ``target`` ``items[p]``, as in validation). With
   ``train_windows="prefixes"`` every training event is the target of its own window, the
   ``max_len`` events before it (every cut of the history, one sample each): training then sees
-  exactly the shape evaluation reads, the target right after the window's last event.
+  exactly the shape evaluation reads, the target right after the window's last event. With
+  ``empty_history`` the first training event is a target too, of an empty window: one PAD slot
+  (item 0, features 0) stands in for the history that does not exist, so the model learns what
+  a user starts with (the S3-Rec line's code trains these: a seventh of S3-Rec Beauty's samples).
 * val: input ``items[:val_index][-max_len:]``, target ``items[val_index]``.
 * test: input ``items[:test_index][-max_len:]``, target ``items[test_index]``.
 * serve: input the whole known history's last ``max_len`` events, no target; the batch also
@@ -149,6 +152,8 @@ class WindowDataset(Dataset):
         train_windows: train only: ``all`` windows of the training history, the ``last``,
             every ``prefixes`` cut (one target each), or the ``holdout`` events' windows.
         train_holdout: train only: the last n training events of each user, held out.
+        empty_history: train only, with ``prefixes``: each user's first training event is
+            a target too, of an empty window (one PAD slot).
         sampled_negatives: evaluation only: this many fixed negatives per user (drawn outside
             the user's history) for sampled-candidate metrics; 0 for none.
         negatives_from: ``uniform`` or ``popularity`` (training counts) sampling.
@@ -167,6 +172,7 @@ class WindowDataset(Dataset):
         max_len: int,
         train_windows: str = "all",
         train_holdout: int = 0,
+        empty_history: bool = False,
         sampled_negatives: int = 0,
         negatives_from: str = "uniform",
         negatives_seed: int = 0,
@@ -179,6 +185,8 @@ class WindowDataset(Dataset):
             raise ValueError(f"train_windows must be one of {TRAIN_WINDOWS}, got {train_windows!r}")
         if train_holdout < 0 or (train_windows == "holdout" and train_holdout == 0):
             raise ValueError(f"train_holdout must be >= 0 (>= 1 for holdout), got {train_holdout}")
+        if empty_history and train_windows != "prefixes":
+            raise ValueError(f"empty_history needs train_windows='prefixes', got {train_windows!r}")
         self.data = data
         self.stage = Stage(stage)
         self.max_len = max_len
@@ -192,10 +200,13 @@ class WindowDataset(Dataset):
                 rows = np.repeat(np.arange(len(users)), train_holdout)  # (U * h,)
                 held = np.tile(np.arange(train_holdout), len(users))  # 0..h-1 per user
                 end = data.train_end[rows] - train_holdout + held
-            else:  # prefixes: every target position 1..targets of each user
-                rows = np.repeat(np.arange(len(users)), targets)  # (sum targets,)
-                end = jagged_positions(np.ones_like(targets), targets)
-            keep = end >= 1  # the target at position p has an input before it
+            else:  # prefixes: every target position first..targets of each user
+                first = 0 if empty_history else 1
+                count = np.maximum(data.train_end - train_holdout - first, 0)
+                rows = np.repeat(np.arange(len(users)), count)  # (sum count,)
+                end = jagged_positions(np.full_like(count, first), count)
+            # the target at position p has an input before it (or an empty one, on request)
+            keep = end >= (0 if empty_history else 1)
             rows, end = rows[keep], end[keep]
             self.lengths = np.minimum(end, max_len)
             self.starts = user_start[rows] + end - self.lengths
@@ -268,15 +279,21 @@ class WindowDataset(Dataset):
     def __getitems__(self, indices: list[int]) -> JaggedWindows:
         indices = np.asarray(indices, dtype=np.int64)
         starts, lengths = self.starts[indices], self.lengths[indices]
-        flat = jagged_positions(starts, lengths)
+        shown = np.maximum(lengths, 1)  # an empty history is shown as one PAD slot
+        flat = jagged_positions(starts, shown)
+        pad = np.repeat(lengths == 0, shown)  # (sum shown,) the slots that stand for no event
+
+        def gather(values: np.ndarray) -> torch.Tensor:
+            window = values[flat]
+            window[pad] = 0
+            return torch.from_numpy(window)
+
         items = self.data.items
         windows = JaggedWindows(
-            items=torch.from_numpy(items[flat]),
-            lengths=torch.from_numpy(lengths.astype(np.int64)),
+            items=gather(items),
+            lengths=torch.from_numpy(shown.astype(np.int64)),
             user=torch.from_numpy(self.users[indices]),
-            features={
-                name: torch.from_numpy(values[flat]) for name, values in self.data.features.items()
-            },
+            features={name: gather(values) for name, values in self.data.features.items()},
         )
         if self.stage is Stage.TRAIN and not self.single_target:
             windows.next_items = torch.from_numpy(items[flat + 1])

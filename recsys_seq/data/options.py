@@ -35,6 +35,8 @@ class DataOptions:
             on every cut of the training history, one window ending at each target (the
             S3-Rec line's samples: training sees the evaluation's shape); ``holdout`` on the
             ``train_holdout`` held-out events only, one window (and target) each.
+        empty_history: with ``prefixes``, also train each user's first event as the target
+            of an empty history (one PAD slot), as the S3-Rec line's code does.
         train_holdout: hold out each user's last n training events from ``all``/``last``
             training (a two-stage run's retriever), for a model that trains on them
             (``holdout``: its ranker).
@@ -68,6 +70,7 @@ class DataOptions:
     array_cache: str = "data/arrays"  # mapped: <array_cache>/<fingerprint>/*.npy
     max_len: int = option(DEFAULT_MAX_LEN, min=1)
     train_windows: Literal["all", "last", "prefixes", "holdout"] = "all"
+    empty_history: bool = False  # prefixes: the first event too, after an empty history
     train_holdout: int = option(0, min=0)  # the last n training events of each user held out
     batch_size: int = option(128, min=1)
     max_tokens: int | None = option(None, min=1)
@@ -92,6 +95,11 @@ def data_options(values: Mapping[str, Any]) -> DataOptions:
         raise OptionError(
             "data.train_windows=holdout trains on the held-out events: set data.train_holdout "
             "to how many (e.g. 1)."
+        )
+    if options.empty_history and options.train_windows != "prefixes":
+        raise OptionError(
+            "data.empty_history=true trains the first event of each history as one more "
+            f"prefix: it needs data.train_windows=prefixes (got {options.train_windows})."
         )
     if options.path is None and options.source is None:
         raise OptionError(
