@@ -7,7 +7,8 @@ from typing import Any
 
 import lightning as L
 import torch
-from lightning.pytorch.callbacks import RichModelSummary
+from lightning.pytorch.callbacks import EMAWeightAveraging, RichModelSummary
+from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities.model_summary import ModelSummary
 from rich import get_console
 from torch import nn
@@ -133,3 +134,29 @@ class EpochLog(L.Callback):
             parts.append(f"best {metrics[spec.best_key].item():.4f}")
         parts.append(f"{time.monotonic() - self._started:.0f} s")
         get_console().print("  ".join(parts), markup=False, highlight=False, soft_wrap=True)
+
+
+class WeightAverage(EMAWeightAveraging):
+    """An exponential moving average of the weights (``decay`` per optimiser step), which
+    validation, every checkpoint, the run's test, ``recsys-eval`` and serving all read.
+
+    Why: with a constant learning rate and heavy dropout the weights jitter from step to step;
+    their average over the last ``1 / (1 - decay)`` steps ranks better at equal epochs
+    (docs/results.md). Lightning's own callback validates and checkpoints the average, but when
+    the same Trainer then tests a checkpoint it puts the raw weights back (it keeps them in the
+    checkpoint for resuming), so a run would report the test of weights its validation never
+    chose. Here only fitting restores them; everything else reads the averaged ``state_dict``.
+
+    Args:
+        decay: weight of the running average at each step (0.999: about the last 1,000
+            steps, for logs of hundreds of steps an epoch).
+    """
+
+    def __init__(self, decay: float = 0.999) -> None:
+        if not 0.0 < decay < 1.0:
+            raise ValueError(f"decay must lie strictly between 0 and 1, got {decay}")
+        super().__init__(decay=decay)
+
+    def on_load_checkpoint(self, trainer, pl_module, checkpoint: dict[str, Any]) -> None:
+        if trainer.state.fn == TrainerFn.FITTING:  # resuming: raw weights and the average
+            super().on_load_checkpoint(trainer, pl_module, checkpoint)
