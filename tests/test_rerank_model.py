@@ -202,12 +202,14 @@ def test_mined_negatives_come_from_the_retrievers_view_of_that_cut_only(exclude_
         cut = torch.full((batch["items"].shape[0], 1), cut_at)
         positive = batch["targets"][:, cut_at - 1 : cut_at]
         with torch.no_grad():
-            pool, valid = task.retriever_top(batch, task.retriever.encode(batch), cut, positive)
+            states = task.retriever.encode(batch)
+            pool, valid = task.retriever_top(batch, task.retriever, states, cut, positive)
             expected = reference_top(task, batch, cut_at, positive[:, 0], exclude_history)
             # events after the cut do not change it: no peeking at the future
             later = dict(batch, items=batch["items"].clone())
             later["items"][:, cut_at:] = 1
-            again, _ = task.retriever_top(later, task.retriever.encode(later), cut, positive)
+            states = task.retriever.encode(later)
+            again, _ = task.retriever_top(later, task.retriever, states, cut, positive)
         assert valid.all()
         assert torch.equal(pool[:, 0].sort(1).values, expected.sort(1).values)
         assert torch.equal(again, pool)
@@ -220,8 +222,8 @@ def test_mined_negatives_mix_hard_and_uniform_and_never_hold_the_positive():
         cut, positive = task.loss.cuts(batch)
         with torch.no_grad():
             states = task.retriever.encode(batch)
-            negatives = task.mined_negatives(batch, states, cut, positive)
-            pool, _ = task.retriever_top(batch, states, cut, positive)
+            pool, valid = task.retriever_top(batch, task.retriever, states, cut, positive)
+            negatives = task.mined_negatives(positive, pool, valid)
         assert negatives.shape == (*cut.shape, task.loss.num_negatives)
         assert (negatives != positive[..., None]).all()
         assert ((negatives >= 1) & (negatives <= NUM_ITEMS)).all()

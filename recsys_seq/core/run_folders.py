@@ -34,8 +34,8 @@ _HYDRA_ENTRIES = re.compile(r"^(\.hydra|[^/]+\.log)$")
 # parts of a result being gathered
 _RUN_ENTRIES = re.compile(
     r"^(\.hydra|[^/]+\.log|checkpoints|csv|tensorboard|mlflow|metrics\.json|config\.yaml|"
-    r"report|recommendations\.parquet|model\.pt2|retriever|\.recsys-seq\.json|\..+\.tmp-.+|"
-    r"\..+\.parts)$"
+    r"report|recommendations\.parquet|model\.pt2|retriever(_fold\d+)?|\.recsys-seq\.json|"
+    r"\..+\.tmp-.+|\..+\.parts)$"
 )
 
 

@@ -149,6 +149,7 @@ class SequenceDataModule(L.LightningDataModule):
             train_windows=o.train_windows,
             train_holdout=o.train_holdout,
             empty_history=o.empty_history,
+            cross_fit_fold=None if o.cross_fit_fold is None else tuple(o.cross_fit_fold),
             sampled_negatives=o.sampled_negatives,
             negatives_from=o.negatives_from,
             negatives_seed=o.negatives_seed,

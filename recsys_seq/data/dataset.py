@@ -154,6 +154,9 @@ class WindowDataset(Dataset):
         train_holdout: train only: the last n training events of each user, held out.
         empty_history: train only, with ``prefixes``: each user's first training event is
             a target too, of an empty window (one PAD slot).
+        cross_fit_fold: train only: ``(k, K)`` leaves out the users of fold k of K (user
+            index mod K), so a model trained here has never seen them (a two-stage run's
+            cross-fitted retriever k); None keeps every user.
         sampled_negatives: evaluation only: this many fixed negatives per user (drawn outside
             the user's history) for sampled-candidate metrics; 0 for none.
         negatives_from: ``uniform`` or ``popularity`` (training counts) sampling.
@@ -173,6 +176,7 @@ class WindowDataset(Dataset):
         train_windows: str = "all",
         train_holdout: int = 0,
         empty_history: bool = False,
+        cross_fit_fold: tuple[int, int] | None = None,
         sampled_negatives: int = 0,
         negatives_from: str = "uniform",
         negatives_seed: int = 0,
@@ -187,6 +191,12 @@ class WindowDataset(Dataset):
             raise ValueError(f"train_holdout must be >= 0 (>= 1 for holdout), got {train_holdout}")
         if empty_history and train_windows != "prefixes":
             raise ValueError(f"empty_history needs train_windows='prefixes', got {train_windows!r}")
+        if cross_fit_fold is not None:
+            fold, folds = cross_fit_fold
+            if not (folds >= 2 and 0 <= fold < folds):
+                raise ValueError(
+                    f"cross_fit_fold must be (k, K) with 0 <= k < K and K >= 2, got {fold, folds}"
+                )
         self.data = data
         self.stage = Stage(stage)
         self.max_len = max_len
@@ -234,6 +244,8 @@ class WindowDataset(Dataset):
         self.lengths = self.lengths.astype(np.int32 if max_len < 2**31 else np.int64)
         self.users = users
         self.negatives = None
+        if cross_fit_fold is not None and self.stage is Stage.TRAIN:
+            self._keep(self.users % folds != fold)
         evaluation = self.stage in (Stage.VAL, Stage.TEST)
         if sampled_negatives and evaluation:
             if negatives_from not in DISTRIBUTIONS:

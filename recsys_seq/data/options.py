@@ -40,6 +40,9 @@ class DataOptions:
         train_holdout: hold out each user's last n training events from ``all``/``last``
             training (a two-stage run's retriever), for a model that trains on them
             (``holdout``: its ranker).
+        cross_fit_fold: ``[k, K]``: training leaves out the users of fold k of K (user index
+            mod K; validation and test keep everyone): the retriever a cross-fitted two-stage
+            run trains for fold k, whose scores of those users' training windows are honest.
         batch_size: sequences per training batch (unless ``max_tokens`` is set).
         max_tokens: token budget per training batch (``longest x batch size``).
         eval_batch_size: sequences per validation/test batch.
@@ -72,6 +75,7 @@ class DataOptions:
     train_windows: Literal["all", "last", "prefixes", "holdout"] = "all"
     empty_history: bool = False  # prefixes: the first event too, after an empty history
     train_holdout: int = option(0, min=0)  # the last n training events of each user held out
+    cross_fit_fold: list[int] | None = option(None, min=0)  # [k, K]: fold k's users left out
     batch_size: int = option(128, min=1)
     max_tokens: int | None = option(None, min=1)
     eval_batch_size: int = option(256, min=1)
@@ -100,6 +104,12 @@ def data_options(values: Mapping[str, Any]) -> DataOptions:
         raise OptionError(
             "data.empty_history=true trains the first event of each history as one more "
             f"prefix: it needs data.train_windows=prefixes (got {options.train_windows})."
+        )
+    fold = options.cross_fit_fold
+    if fold is not None and (len(fold) != 2 or not fold[0] < fold[1] or fold[1] < 2):
+        raise OptionError(
+            f"data.cross_fit_fold={list(fold)}: give [k, K], fold k of K >= 2 folds "
+            "(0 <= k < K), e.g. [0, 2]."
         )
     if options.path is None and options.source is None:
         raise OptionError(

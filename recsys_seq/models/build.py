@@ -61,8 +61,11 @@ def build_model(
     network = with_codes(build_network(spec), facts)
     if rerank is None:
         return NextItemTask(spec, network, loss, facts)
-    retriever = with_codes(build_network(rerank.retriever), facts)
-    return TwoStageTask(spec, network, loss, facts, retriever, rerank)
+    retriever, *folds = (
+        with_codes(build_network(rerank.retriever), facts)
+        for _ in range(1 + rerank.options.cross_fit)
+    )
+    return TwoStageTask(spec, network, loss, facts, retriever, rerank, folds)
 
 
 def with_codes(network: NextItemModel, facts: DataFacts) -> NextItemModel:

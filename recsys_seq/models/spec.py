@@ -156,6 +156,11 @@ class RerankOptions:
     # each user's last n training events: the retriever never trains on them, the ranker only
     # on them (0: the ranker trains on the retriever's own training windows)
     holdout: int = option(0, min=0)
+    # K >= 2: cross-fitting. K more retrievers, each trained without the users of one fold
+    # (user index mod K), score the ranker's training windows: every user's by the retriever
+    # that never saw that user, so the scores the ranker learns from are as honest as the
+    # serving retriever's on new events (0: the serving retriever scores them)
+    cross_fit: int = option(0, min=0)
     # the ranker's objective over (target, its negatives): a softmax cross-entropy over them
     # (listwise), or DIN's pointwise binary cross-entropy
     objective: Literal["bce", "softmax"] = "softmax"
@@ -221,6 +226,15 @@ def check_ranker(ranker: ModelSpec, options: RerankOptions) -> None:
     if options.candidates > ranker.num_items:
         raise OptionError(
             f"rerank.candidates={options.candidates} is more than the {ranker.num_items} items."
+        )
+    if options.cross_fit == 1:
+        raise OptionError(
+            "rerank.cross_fit=1: cross-fitting needs K >= 2 folds of users (e.g. 2), or 0 for none."
+        )
+    if options.cross_fit and options.holdout:
+        raise OptionError(
+            f"rerank.cross_fit={options.cross_fit} and rerank.holdout={options.holdout} are two "
+            "ways of giving the ranker honest retriever scores: choose one."
         )
 
 

@@ -25,7 +25,11 @@ the windows are the retriever's own training windows, at random cut points, wher
 memorised the answer (S3-Rec Beauty: the next item in its top 10 for 72% of training cuts, 9%
 of validation users). ``rerank.holdout=n`` trains the ranker on events the retriever never
 trained on instead: each user's last n training events, held out of the retriever's training
-by ``data.train_holdout`` (the ranker's ``data.train_windows=holdout``).
+by ``data.train_holdout`` (the ranker's ``data.train_windows=holdout``). ``rerank.cross_fit=K``
+keeps every training window and makes its scores honest another way: K more retrievers, the
+k-th trained without the users of fold k (user index mod K, ``data.cross_fit_fold``), each
+score the windows of the users they never saw (stacking's out-of-fold predictions); the
+serving retriever, trained on everyone, is the one validation, test and serving read.
 
 Logged beside the pipeline's ``<stage>/<metric>@<k>``: ``retriever/<stage>/...`` (the retriever
 alone, the same users, with ``hr@K``, the candidate recall that bounds any re-ranker) and
@@ -38,6 +42,7 @@ lists. All are sums over users, exact under DDP.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -186,6 +191,9 @@ class TwoStageTask(NextItemTask):
             :class:`CandidateBCELoss` (cut points and uniform negatives).
         retriever: the retriever's network (weights loaded by the caller); never trained.
         rerank: the retriever's spec and the rerank options.
+        fold_retrievers: with ``rerank.cross_fit=K``, the K networks of the retriever's spec
+            trained without the users of each fold (weights loaded by the caller), which
+            score the training windows; never trained.
     """
 
     def __init__(
@@ -196,10 +204,17 @@ class TwoStageTask(NextItemTask):
         facts: DataFacts,
         retriever: NextItemModel,
         rerank: RerankSpec,
+        fold_retrievers: Sequence[NextItemModel] = (),
     ) -> None:
         super().__init__(spec, model, loss, facts)
+        if len(fold_retrievers) != rerank.options.cross_fit:
+            raise ValueError(
+                f"rerank.cross_fit={rerank.options.cross_fit} needs as many fold retrievers, "
+                f"got {len(fold_retrievers)}"
+            )
         self.rerank = rerank
         self.retriever = retriever.requires_grad_(False).eval()
+        self.fold_retrievers = nn.ModuleList(fold_retrievers).requires_grad_(False).eval()
         self.num_candidates = rerank.options.candidates
         # with the retriever's score: logit = ranker_weight * ranker + score_weight * score,
         # from (0, 1): the pipeline starts as the retriever's order and learns what to change
@@ -235,6 +250,7 @@ class TwoStageTask(NextItemTask):
     def train(self, mode: bool = True) -> TwoStageTask:
         super().train(mode)
         self.retriever.eval()  # frozen: no dropout, whatever Lightning switches
+        self.fold_retrievers.eval()
         return self
 
     # -- both stages -------------------------------------------------------------------
@@ -260,15 +276,19 @@ class TwoStageTask(NextItemTask):
         else:  # the retriever's own training windows: random cut points
             cut, positive = self.loss.cuts(batch)  # (B, S)
         with torch.no_grad():
-            retriever_states = self.retriever.encode(batch)
-            negatives = self.mined_negatives(batch, retriever_states, cut, positive)
+            views = self.training_views(batch)
+            tops = [self.retriever_top(batch, r, states, cut, positive) for r, states in views]
+            pool = self.of_own_fold(batch, [items for items, _ in tops])
+            valid = self.of_own_fold(batch, [valid for _, valid in tops])
+            negatives = self.mined_negatives(positive, pool, valid)
         candidates = torch.cat([positive[..., None], negatives], dim=-1)  # (B, S, 1 + n)
         visible = cut_visibility(cut, candidates.shape[-1], batch["items"].shape[1])
         flat = candidates.flatten(1)
         logits = self.model.score(self.model.encode(batch), visible, flat)
         if self.score_weight is not None:
             with torch.no_grad():
-                score = self.retriever.score(retriever_states, visible, flat)
+                scores = [r.score(states, visible, flat) for r, states in views]
+                score = self.of_own_fold(batch, scores)
             logits = self.reranker.with_retriever_score(logits, score)
         logits = logits.view(candidates.shape)
         if self.rerank.options.objective == "softmax":
@@ -279,18 +299,38 @@ class TwoStageTask(NextItemTask):
         self.log("train/loss", loss, prog_bar=True, batch_size=batch["lengths"].shape[0])
         return loss
 
+    def training_views(
+        self, batch: dict[str, torch.Tensor]
+    ) -> list[tuple[NextItemModel, torch.Tensor]]:
+        """``[(retriever, its states of the batch)]`` of the retrievers that score training
+        windows: the K fold retrievers when cross-fitting, else the serving retriever."""
+        retrievers = list(self.fold_retrievers) or [self.retriever]
+        return [(retriever, retriever.encode(batch)) for retriever in retrievers]
+
+    def of_own_fold(
+        self, batch: dict[str, torch.Tensor], values: Sequence[torch.Tensor]
+    ) -> torch.Tensor:
+        """Of ``values`` (one ``(B, ...)`` tensor per :meth:`training_views` retriever), each
+        row's from the retriever that never saw its user (fold ``user mod K``)."""
+        if len(values) == 1:
+            return values[0]
+        fold = batch["user"] % len(values)  # (B,)
+        rows = torch.arange(fold.shape[0], device=fold.device)
+        return torch.stack(list(values))[fold, rows]
+
     def retriever_top(
         self,
         batch: dict[str, torch.Tensor],
+        retriever: NextItemModel,
         states: torch.Tensor,
         cut: torch.Tensor,
         positive: torch.Tensor,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(items, valid)``, each ``(B, S, K)``: the retriever's top-K after ``window[:cut]``
+        """``(items, valid)``, each ``(B, S, K)``: ``retriever``'s top-K after ``window[:cut]``
         from its ``states`` at the cut, without PAD, the positive, and (with
         ``exclude_history``) the events before the cut."""
         index = (cut - 1)[..., None].expand(-1, -1, states.shape[-1])
-        scores = (states.gather(1, index) @ self.retriever.item_table.T).float()  # (B, S, N+1)
+        scores = (states.gather(1, index) @ retriever.item_table.T).float()  # (B, S, N+1)
         scores[..., 0] = float("-inf")
         if self.exclude_history:
             visible = torch.arange(batch["items"].shape[1], device=cut.device) < cut[..., None]
@@ -301,19 +341,14 @@ class TwoStageTask(NextItemTask):
         return items, top.isfinite()
 
     def mined_negatives(
-        self,
-        batch: dict[str, torch.Tensor],
-        states: torch.Tensor,
-        cut: torch.Tensor,
-        positive: torch.Tensor,
+        self, positive: torch.Tensor, pool: torch.Tensor, valid: torch.Tensor
     ) -> torch.Tensor:
         """``(B, S, n)`` training negatives per cut: ``hard_negatives`` of them drawn without
-        replacement from the retriever's top-K for that cut, the rest uniform (never the
-        positive, never PAD); a hard slot with no rankable candidate left falls back to
-        uniform."""
+        replacement from the retriever's top-K ``pool`` for that cut (:meth:`retriever_top`),
+        the rest uniform (never the positive, never PAD); a hard slot with no rankable
+        candidate left (not ``valid``) falls back to uniform."""
         count = self.loss.num_negatives
         uniform = self.loss.random_negatives(positive, count)
-        pool, valid = self.retriever_top(batch, states, cut, positive)
         hard = min(round(self.rerank.options.hard_negatives * count), pool.shape[-1])
         if hard == 0:
             return uniform

@@ -11,6 +11,12 @@ on); how the command runs carries over to it (devices, precision, ``fast_dev_run
 batch limits, callbacks switched off, paths, seed, logger), its length does not (the
 ranker's ``trainer.max_epochs`` or ``max_time`` are the ranker's). A rerun of the command
 reuses a retriever that finished (its ``metrics.json`` names its best checkpoint).
+
+With ``rerank.cross_fit=K`` the same experiment is also trained K times without one fold of
+users each (``data.cross_fit_fold=[k, K]``), into ``<run>/retriever_fold<k>``; with a
+``ckpt_path``, ``rerank.retriever.fold_ckpt_paths`` names those K checkpoints, in fold order.
+Every checkpoint is checked for the users it left out: a fold retriever must have left out
+exactly its fold, the serving retriever nobody.
 """
 
 from __future__ import annotations
@@ -47,6 +53,7 @@ class RetrieverSource:
     ckpt_path: str | None = None
     experiment: str | None = None
     overrides: list[str] = field(default_factory=list)
+    fold_ckpt_paths: list[str] = field(default_factory=list)  # with ckpt_path and cross_fit
 
 
 def rerank_options(values: Any) -> tuple[RetrieverSource, RerankOptions] | None:
@@ -62,7 +69,25 @@ def rerank_options(values: Any) -> tuple[RetrieverSource, RerankOptions] | None:
         )
     if source.overrides and source.experiment is None:
         raise OptionError("rerank.retriever.overrides apply to a retriever experiment only.")
-    return source, checked(RerankOptions, values, "rerank")
+    options = checked(RerankOptions, values, "rerank")
+    folds = len(source.fold_ckpt_paths)
+    if folds and source.ckpt_path is None:
+        raise OptionError(
+            "rerank.retriever.fold_ckpt_paths go with rerank.retriever.ckpt_path; an experiment "
+            "trains its fold retrievers itself."
+        )
+    if folds and not options.cross_fit:
+        raise OptionError(
+            "rerank.retriever.fold_ckpt_paths are read with rerank.cross_fit=K (K of them) only."
+        )
+    if source.ckpt_path is not None and folds != options.cross_fit:
+        raise OptionError(
+            f"rerank.cross_fit={options.cross_fit} with rerank.retriever.ckpt_path needs "
+            f"{options.cross_fit} rerank.retriever.fold_ckpt_paths (got {folds}): the "
+            f"checkpoints trained with data.cross_fit_fold=[k, {options.cross_fit}], in fold "
+            "order. Or name rerank.retriever.experiment: this command trains them."
+        )
+    return source, options
 
 
 @dataclass(frozen=True)
@@ -81,17 +106,22 @@ def plan_retriever(
     datamodule: SequenceDataModule,
     run_dir: Path,
     holdout: int,
+    fold: tuple[int, int] | None = None,
 ) -> RetrieverPlan:
     """Check the retriever ``source`` names against the ranker's data, before any work: the
-    same prepared folder, and ``holdout`` training events per user it never trained on."""
-    folder = run_dir / RETRIEVER_FOLDER
-    if source.ckpt_path is not None:
-        path = Path(source.ckpt_path)
-        return RetrieverPlan(folder, ready=_from_checkpoint(path, datamodule, holdout))
+    same prepared folder, ``holdout`` training events per user it never trained on, and the
+    users it left out: those of ``fold`` ``(k, K)`` (fold retriever k), else nobody."""
+    if fold is None:
+        folder, path = run_dir / RETRIEVER_FOLDER, source.ckpt_path
+    else:
+        folder = run_dir / f"{RETRIEVER_FOLDER}_fold{fold[0]}"
+        path = source.fold_ckpt_paths[fold[0]] if source.ckpt_path is not None else None
+    if path is not None:
+        return RetrieverPlan(folder, ready=_from_checkpoint(Path(path), datamodule, holdout, fold))
     finished = _finished_checkpoint(folder)
     if finished is not None:
-        return RetrieverPlan(folder, ready=_from_checkpoint(finished, datamodule, holdout))
-    config = retriever_config(source, cfg, folder, holdout)
+        return RetrieverPlan(folder, ready=_from_checkpoint(finished, datamodule, holdout, fold))
+    config = retriever_config(source, cfg, folder, holdout, fold)
     _check_same_data(config, datamodule)
     return RetrieverPlan(folder, config=config)
 
@@ -110,11 +140,15 @@ def obtain_retriever(
 
 
 def retriever_config(
-    source: RetrieverSource, cfg: DictConfig, folder: Path, holdout: int
+    source: RetrieverSource,
+    cfg: DictConfig,
+    folder: Path,
+    holdout: int,
+    fold: tuple[int, int] | None = None,
 ) -> DictConfig:
     """``recsys-train experiment=<source.experiment> <source.overrides>`` as a config, with
-    what says how the command runs carried over from ``cfg`` (module docstring), and the
-    ranker's ``holdout`` events held out of its training."""
+    what says how the command runs carried over from ``cfg`` (module docstring), the
+    ranker's ``holdout`` events held out of its training, and the users of ``fold``."""
     composed = compose_experiment(source)
     trainer = OmegaConf.to_container(cfg.trainer, resolve=False)
     with open_dict(composed):
@@ -132,6 +166,7 @@ def retriever_config(
                 composed.callbacks[name] = None
         composed.rerank = None
         composed.data.train_holdout = holdout
+        composed.data.cross_fit_fold = None if fold is None else list(fold)
     return composed
 
 
@@ -188,7 +223,7 @@ def _finished_checkpoint(folder: Path) -> Path | None:
 
 
 def _from_checkpoint(
-    path: Path, datamodule: SequenceDataModule, holdout: int
+    path: Path, datamodule: SequenceDataModule, holdout: int, fold: tuple[int, int] | None
 ) -> tuple[ModelSpec, dict[str, torch.Tensor]]:
     trained = open_checkpoint(path)
     if trained.rerank is not None:
@@ -201,6 +236,20 @@ def _from_checkpoint(
             f"{trained.data.train_holdout}). Train it with data.train_holdout={holdout} (as "
             "rerank.retriever.experiment does), or set rerank.holdout=0 to train the ranker on "
             "the retriever's own training windows."
+        )
+    left_out = trained.data.cross_fit_fold
+    if fold is None and left_out is not None:
+        raise OptionError(
+            f"The retriever {path} never trained on the users of fold {left_out[0]} of "
+            f"{left_out[1]} (data.cross_fit_fold={list(left_out)}): it is a cross-fitted fold "
+            "retriever. Serve with one trained on every user, and give the fold ones as "
+            "rerank.retriever.fold_ckpt_paths with rerank.cross_fit."
+        )
+    if fold is not None and (left_out is None or tuple(left_out) != fold):
+        raise OptionError(
+            f"rerank.cross_fit={fold[1]}: fold retriever {fold[0]} ({path}) must have trained "
+            f"without the users of fold {fold[0]} (data.cross_fit_fold={list(fold)}), but it "
+            f"was trained with data.cross_fit_fold={None if left_out is None else list(left_out)}."
         )
     network = {
         name.removeprefix("model."): weight

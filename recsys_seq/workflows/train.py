@@ -150,9 +150,12 @@ def train(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, Any]]:
     else:
         source, options = rerank
         check_ranker(spec, options)
-        plan = plan_retriever(source, cfg, datamodule, run_dir, options.holdout)
+        plans = [
+            plan_retriever(source, cfg, datamodule, run_dir, options.holdout, fold)
+            for fold in [None, *((k, options.cross_fit) for k in range(options.cross_fit))]
+        ]
         claim_run_folder(run_dir, [datamodule.path], task=task)
-        model = two_stage_model(spec, plan, options, cfg.seed, datamodule, data.max_len)
+        model = two_stage_model(spec, plans, options, cfg.seed, datamodule, data.max_len)
     if trainer.is_global_zero and not sweep_job:
         print("\n".join(summary_lines(spec, data, datamodule, trainer, run_dir)))
         if model_values.get("exclude_history", configs.AUTO) == configs.AUTO:
@@ -209,20 +212,29 @@ def ranker_data(data: DataOptions, options: RerankOptions) -> DataOptions:
 
 def two_stage_model(
     spec: ModelSpec,
-    plan: RetrieverPlan,
+    plans: list[RetrieverPlan],
     options: RerankOptions,
     seed: int,
     datamodule: SequenceDataModule,
     max_len: int,
 ) -> NextItemTask:
-    """The ranker ``spec`` over the planned retriever (trained first if need be), its weights
-    loaded and frozen."""
-    retriever, weights = obtain_retriever(plan, train)
+    """The ranker ``spec`` over the planned retrievers (trained first if need be): the
+    serving one, then the fold ones of ``rerank.cross_fit``; their weights loaded, frozen."""
+    (retriever, weights), *folds = (obtain_retriever(plan, train) for plan in plans)
     configs.check_max_len(retriever, max_len)
+    for plan, (fold_spec, _) in zip(plans[1:], folds, strict=True):
+        if fold_spec != retriever:
+            raise OptionError(
+                f"The fold retriever of {plan.folder} is not the serving retriever's model "
+                "(another spec): cross-fitting scores training windows with the same model "
+                "trained on other users."
+            )
     chosen = rerank_spec(retriever, as_plain(options), spec)
     L.seed_everything(seed, workers=True)  # the ranker starts as a one-stage run would
     model = build_model(spec, datamodule.facts(), chosen)
     model.retriever.load_state_dict(weights)
+    for network, (_, fold_weights) in zip(model.fold_retrievers, folds, strict=True):
+        network.load_state_dict(fold_weights)
     attributes = model.retriever.embedder.attributes
     differing = (
         [] if attributes is None else attributes.differing(datamodule.data.catalogue.attributes)

@@ -1,0 +1,271 @@
+"""Cross-fitted two-stage training (rerank.cross_fit=K): the fold retrievers' data leaves out
+exactly one fold of users, each training window is scored by the retriever that never saw its
+user, evaluation reads the serving retriever only, and every checkpoint is checked for the
+users it left out."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from recsys_seq.checkpoint import open_checkpoint
+from recsys_seq.core.options import OptionError
+from recsys_seq.data import PaddedBatchCollator, Stage, WindowDataset
+from recsys_seq.data.options import data_options
+from recsys_seq.models import build_model
+from recsys_seq.models.losses import cut_visibility
+from recsys_seq.models.two_stage import Reranker
+from recsys_seq.workflows.evaluate import evaluate
+from recsys_seq.workflows.retriever import rerank_options
+from recsys_seq.workflows.train import train
+from tests.helpers import compose_config, random_histories, rerank_run, sequences, short_checkpoint
+from tests.test_rerank_model import NUM_ITEMS, specs
+
+# -- the fold retrievers' data -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("folds", [2, 3])
+@pytest.mark.parametrize("windows", ["all", "last", "prefixes"])
+def test_a_fold_retriever_trains_on_every_window_but_its_folds_users(folds, windows):
+    data = sequences(random_histories(50, NUM_ITEMS, 30, seed=folds), num_items=NUM_ITEMS)
+    everyone = WindowDataset(data, Stage.TRAIN, 8, train_windows=windows)
+    seen = set()
+    for fold in range(folds):
+        part = WindowDataset(
+            data, Stage.TRAIN, 8, train_windows=windows, cross_fit_fold=(fold, folds)
+        )
+        kept = everyone.users % folds != fold
+        assert kept.any() and not kept.all()
+        for name in ("users", "starts", "lengths"):
+            assert np.array_equal(getattr(part, name), getattr(everyone, name)[kept])
+        seen |= set(np.unique(everyone.users[~kept]).tolist())
+    assert seen == set(np.unique(everyone.users).tolist())  # the folds cover every user once
+
+
+@pytest.mark.parametrize("stage", [Stage.VAL, Stage.TEST, Stage.SERVE])
+def test_evaluation_and_serving_windows_keep_every_user(stage):
+    data = sequences(random_histories(30, NUM_ITEMS, 20, seed=1), num_items=NUM_ITEMS)
+    everyone = WindowDataset(data, stage, 8)
+    fold = WindowDataset(data, stage, 8, cross_fit_fold=(0, 2))
+    assert np.array_equal(fold.users, everyone.users)
+    assert np.array_equal(fold.starts, everyone.starts)
+
+
+@pytest.mark.parametrize("fold", [[0, 1], [2, 2], [3, 2], [0], [0, 1, 2]])
+def test_a_fold_that_is_not_k_of_k_is_refused(fold):
+    with pytest.raises(OptionError, match=r"data.cross_fit_fold"):
+        data_options({"source": "demo", "cross_fit_fold": fold})
+    data = sequences(random_histories(5, NUM_ITEMS, 6), num_items=NUM_ITEMS)
+    if len(fold) == 2:
+        with pytest.raises(ValueError, match="cross_fit_fold"):
+            WindowDataset(data, Stage.TRAIN, 8, cross_fit_fold=tuple(fold))
+
+
+# -- the model ---------------------------------------------------------------------------
+
+
+def cross_fitted(seed: int = 0, folds: int = 2, **options):
+    torch.manual_seed(seed)
+    ranker, rerank = specs(cross_fit=folds, hard_negatives=1.0, **options)
+    task = build_model(ranker, rerank=rerank)
+    with torch.no_grad():
+        task.ranker_weight.fill_(1.0)
+    return task
+
+
+def training_batch(seed: int = 0):
+    data = sequences(random_histories(60, NUM_ITEMS, 12, seed=seed), num_items=NUM_ITEMS)
+    dataset = WindowDataset(data, Stage.TRAIN, 12)
+    return PaddedBatchCollator()(dataset.__getitems__(list(range(len(dataset)))))
+
+
+@pytest.mark.filterwarnings(r"ignore:You are trying to `self.log\(\)`")
+@pytest.mark.parametrize("folds", [2, 3])
+def test_each_training_window_is_scored_by_the_retriever_blind_to_its_user(monkeypatch, folds):
+    task = cross_fitted(folds=folds).train()
+    batch = training_batch()
+    seen = {}
+    cuts, mine, with_score = task.loss.cuts, task.mined_negatives, Reranker.with_retriever_score
+
+    def record(name, function):
+        def recorded(*args):
+            seen[name] = (args, function(*args))
+            return seen[name][1]
+
+        return recorded
+
+    monkeypatch.setattr(task.loss, "cuts", record("cuts", cuts))
+    monkeypatch.setattr(task, "mined_negatives", record("negatives", mine))
+    monkeypatch.setattr(Reranker, "with_retriever_score", record("score", with_score))
+    task.training_step(batch, 0)
+
+    (_,), (cut, positive) = seen["cuts"]
+    (_, pool, valid), negatives = seen["negatives"]
+    (_, _, score), _ = seen["score"]
+    fold = batch["user"] % folds
+    assert len(set(fold.tolist())) == folds  # the batch mixes every fold
+    candidates = torch.cat([positive[..., None], negatives], -1)
+    visible = cut_visibility(cut, candidates.shape[-1], batch["items"].shape[1])
+    with torch.no_grad():
+        for k, retriever in enumerate([*task.fold_retrievers, task.retriever]):
+            states = retriever.encode(batch)
+            top, top_valid = task.retriever_top(batch, retriever, states, cut, positive)
+            scored = retriever.score(states, visible, candidates.flatten(1))
+            own = fold == k  # the serving retriever (k == folds) scores no one's window
+            assert torch.equal(pool[own], top[own]) and torch.equal(valid[own], top_valid[own])
+            torch.testing.assert_close(score[own], scored[own])
+            assert not torch.equal(pool[~own], top[~own])  # the others' views differ
+    assert (negatives[..., :, None] == pool[..., None, :]).any(-1).all()  # all mined
+
+
+def test_evaluation_reads_the_serving_retriever_only():
+    task = cross_fitted(seed=1).eval()
+    plain_ranker, plain_rerank = specs(hard_negatives=1.0)
+    plain = build_model(plain_ranker, rerank=plain_rerank).eval()
+    weights = {k: v for k, v in task.state_dict().items() if not k.startswith("fold_retrievers")}
+    plain.load_state_dict(weights)
+    data = sequences(random_histories(60, NUM_ITEMS, 12), num_items=NUM_ITEMS)
+    dataset = WindowDataset(data, Stage.TEST, 12)
+    batch = PaddedBatchCollator()(dataset.__getitems__(list(range(len(dataset)))))
+    with torch.no_grad():
+        got, expected = (
+            task.candidates(batch, batch["items"]),
+            plain.candidates(batch, batch["items"]),
+        )
+        for fold in task.fold_retrievers:  # other weights: a fold retriever would show
+            fold.embedder.items.weight.mul_(-1)
+        again = task.candidates(batch, batch["items"])
+    assert torch.equal(got.items, expected.items)
+    torch.testing.assert_close(got.ranker_scores, expected.ranker_scores)
+    assert torch.equal(again.items, got.items)
+
+
+@pytest.mark.filterwarnings(r"ignore:You are trying to `self.log\(\)`")
+def test_training_leaves_the_fold_retrievers_as_they_were():
+    task = cross_fitted(seed=2).train()
+    assert not any(fold.training for fold in task.fold_retrievers)
+    frozen = {k: v.clone() for k, v in task.fold_retrievers.state_dict().items()}
+    optimizer = torch.optim.Adam([p for p in task.parameters() if p.requires_grad], lr=0.01)
+    for _ in range(3):
+        optimizer.zero_grad()
+        task.training_step(training_batch(), 0).backward()
+        optimizer.step()
+    assert all(torch.equal(v, task.fold_retrievers.state_dict()[k]) for k, v in frozen.items())
+
+
+def test_the_options_refuse_what_cannot_cross_fit():
+    with pytest.raises(OptionError, match="K >= 2"):
+        specs(cross_fit=1)
+    with pytest.raises(OptionError, match="choose one"):
+        specs(cross_fit=2, holdout=1)
+    retriever = {"ckpt_path": "r.ckpt"}
+    for values, error in [
+        ({"retriever": retriever, "cross_fit": 2}, "needs 2 rerank.retriever.fold_ckpt_paths"),
+        ({"retriever": {**retriever, "fold_ckpt_paths": ["a.ckpt"]}, "cross_fit": 2}, "got 1"),
+        ({"retriever": {**retriever, "fold_ckpt_paths": ["a.ckpt"]}}, "with rerank.cross_fit"),
+        (
+            {"retriever": {"experiment": "demo_sasrec", "fold_ckpt_paths": ["a"]}, "cross_fit": 1},
+            "go with rerank.retriever.ckpt_path",
+        ),
+    ]:
+        with pytest.raises(OptionError, match=error):
+            rerank_options(values)
+
+
+# -- runs --------------------------------------------------------------------------------
+
+
+def one_command(demo_dir: Path) -> list[str]:
+    """A two-fold cross-fitted run whose retrievers (demo_sasrec) train for three batches."""
+    short = f"'data.path={demo_dir}','data.source=null','trainer.max_epochs=1'"
+    return [
+        "rerank.retriever.experiment=demo_sasrec",
+        f"rerank.retriever.overrides=[{short},'trainer.limit_train_batches=3']",
+        "rerank.cross_fit=2",
+        "baselines=false",
+    ]
+
+
+@pytest.mark.slow
+def test_one_command_trains_a_retriever_per_fold_and_its_checkpoint_evaluates_alike(
+    tmp_path, demo_dir
+):
+    run_dir = tmp_path / "run"
+    overrides = one_command(demo_dir)
+    metrics, _ = train(rerank_run(run_dir, demo_dir, *overrides))
+    records = {}
+    for folder, fold in [
+        ("retriever", None),
+        ("retriever_fold0", [0, 2]),
+        ("retriever_fold1", [1, 2]),
+    ]:
+        records[folder] = json.loads((run_dir / folder / "metrics.json").read_text())
+        assert open_checkpoint(records[folder]["checkpoint"]).data.cross_fit_fold == fold
+    ranker = open_checkpoint(metrics["checkpoint"])
+    assert ranker.rerank.options.cross_fit == 2
+    assert ranker.data.cross_fit_fold is None  # the ranker trains on every user
+    as_tested = [f"ckpt_path={metrics['checkpoint']}", "trainer.limit_test_batches=2"]
+    again, _ = evaluate(compose_config("eval", tmp_path / "eval", as_tested))
+    for key in ("test/ndcg@10", "retriever/test/ndcg@10", "ranker/test/auc"):
+        assert again[key] == pytest.approx(metrics[key], abs=1e-6), key
+    train(rerank_run(run_dir, demo_dir, *overrides))  # a rerun reuses every retriever
+    for folder, record in records.items():
+        assert json.loads((run_dir / folder / "metrics.json").read_text()) == record
+
+
+@pytest.fixture(scope="module")
+def fold_checkpoints(tmp_path_factory, demo_dir) -> dict[str, Path]:
+    """Short retrievers: one on every user, one per fold of two, one of fold 0 of three."""
+    root = tmp_path_factory.mktemp("folds")
+    return {
+        name: short_checkpoint(
+            root / name, demo_dir, *([f"data.cross_fit_fold=[{fold}]"] if fold else [])
+        )
+        for name, fold in [("all", None), ("0", "0,2"), ("1", "1,2"), ("0of3", "0,3")]
+    }
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("serving", "folds", "error"),
+    [
+        ("0", ["0", "1"], "never trained on the users of fold 0"),  # a fold retriever serves
+        ("all", ["1", "0"], r"fold retriever 0 .* data.cross_fit_fold=\[1, 2\]"),  # swapped
+        ("all", ["all", "1"], "data.cross_fit_fold=None"),  # it saw fold 0's users
+        ("all", ["0of3", "1"], r"data.cross_fit_fold=\[0, 3\]"),  # another split
+        ("0", [], "never trained on the users"),  # no cross-fitting: still refused
+    ],
+)
+def test_retrievers_that_saw_the_wrong_users_are_refused(
+    tmp_path, demo_dir, fold_checkpoints, serving, folds, error
+):
+    paths = ",".join(str(fold_checkpoints[f]) for f in folds)
+    overrides = [
+        f"rerank.retriever.ckpt_path={fold_checkpoints[serving]}",
+        f"rerank.retriever.fold_ckpt_paths=[{paths}]",
+        f"rerank.cross_fit={len(folds)}",
+    ]
+    with pytest.raises(OptionError, match=error):
+        train(rerank_run(tmp_path / "run", demo_dir, *overrides))
+    assert not (tmp_path / "run").exists()  # refused before the run folder is claimed
+
+
+@pytest.mark.slow
+def test_fold_checkpoints_given_by_path_train_the_ranker(tmp_path, demo_dir, fold_checkpoints):
+    paths = ",".join(str(fold_checkpoints[f]) for f in ("0", "1"))
+    metrics, objects = train(
+        rerank_run(
+            tmp_path / "run",
+            demo_dir,
+            f"rerank.retriever.ckpt_path={fold_checkpoints['all']}",
+            f"rerank.retriever.fold_ckpt_paths=[{paths}]",
+            "rerank.cross_fit=2",
+        )
+    )
+    task = objects["model"]
+    for k, fold in enumerate(task.fold_retrievers):
+        stored = open_checkpoint(fold_checkpoints[str(k)]).weights
+        assert torch.equal(fold.embedder.items.weight, stored["model.embedder.items.weight"])
+    assert 0 <= metrics["test/ndcg@10"] <= 1
