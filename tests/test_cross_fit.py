@@ -156,17 +156,15 @@ def test_training_leaves_the_fold_retrievers_as_they_were():
 
 
 def test_the_options_refuse_what_cannot_cross_fit():
-    with pytest.raises(OptionError, match="K >= 2"):
-        specs(cross_fit=1)
-    with pytest.raises(OptionError, match="choose one"):
-        specs(cross_fit=2, holdout=1)
     retriever = {"ckpt_path": "r.ckpt"}
     for values, error in [
+        ({"retriever": {"experiment": "demo_sasrec"}, "cross_fit": 1}, "K >= 2"),
+        ({"retriever": {"experiment": "demo_sasrec"}, "cross_fit": 2, "holdout": 1}, "choose one"),
         ({"retriever": retriever, "cross_fit": 2}, "needs 2 rerank.retriever.fold_ckpt_paths"),
         ({"retriever": {**retriever, "fold_ckpt_paths": ["a.ckpt"]}, "cross_fit": 2}, "got 1"),
         ({"retriever": {**retriever, "fold_ckpt_paths": ["a.ckpt"]}}, "with rerank.cross_fit"),
         (
-            {"retriever": {"experiment": "demo_sasrec", "fold_ckpt_paths": ["a"]}, "cross_fit": 1},
+            {"retriever": {"experiment": "demo_sasrec", "fold_ckpt_paths": ["a"]}, "cross_fit": 2},
             "go with rerank.retriever.ckpt_path",
         ),
     ]:
@@ -175,6 +173,28 @@ def test_the_options_refuse_what_cannot_cross_fit():
 
 
 # -- runs --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "overrides, error",
+    [
+        (["rerank.cross_fit=1"], "K >= 2"),
+        (["rerank.cross_fit=2", "rerank.holdout=1"], "choose one"),
+        (["rerank.candidates=100000"], "more than the"),
+        (["model=sasrec"], "candidate_bce"),
+    ],
+)
+def test_a_refused_two_stage_run_prints_and_writes_nothing(
+    tmp_path, demo_dir, capfd, caplog, overrides, error
+):
+    """Option errors come before Lightning's first line and before the run folder exists."""
+    run_dir = tmp_path / "run"
+    cfg = rerank_run(run_dir, demo_dir, "rerank.retriever.experiment=demo_sasrec", *overrides)
+    with pytest.raises(OptionError, match=error):
+        train(cfg)
+    printed = "".join(capfd.readouterr()) + caplog.text  # Lightning's lines are log records
+    assert "GPU available" not in printed and "Seed set" not in printed
+    assert not run_dir.exists() or not any(run_dir.iterdir())
 
 
 def one_command(demo_dir: Path) -> list[str]:

@@ -227,15 +227,6 @@ def check_ranker(ranker: ModelSpec, options: RerankOptions) -> None:
         raise OptionError(
             f"rerank.candidates={options.candidates} is more than the {ranker.num_items} items."
         )
-    if options.cross_fit == 1:
-        raise OptionError(
-            "rerank.cross_fit=1: cross-fitting needs K >= 2 folds of users (e.g. 2), or 0 for none."
-        )
-    if options.cross_fit and options.holdout:
-        raise OptionError(
-            f"rerank.cross_fit={options.cross_fit} and rerank.holdout={options.holdout} are two "
-            "ways of giving the ranker honest retriever scores: choose one."
-        )
 
 
 def spec_values(spec: ModelSpec) -> dict[str, Any]:

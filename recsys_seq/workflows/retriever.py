@@ -70,6 +70,15 @@ def rerank_options(values: Any) -> tuple[RetrieverSource, RerankOptions] | None:
     if source.overrides and source.experiment is None:
         raise OptionError("rerank.retriever.overrides apply to a retriever experiment only.")
     options = checked(RerankOptions, values, "rerank")
+    if options.cross_fit == 1:
+        raise OptionError(
+            "rerank.cross_fit=1: cross-fitting needs K >= 2 folds of users (e.g. 2), or 0 for none."
+        )
+    if options.cross_fit and options.holdout:
+        raise OptionError(
+            f"rerank.cross_fit={options.cross_fit} and rerank.holdout={options.holdout} are two "
+            "ways of giving the ranker honest retriever scores: choose one."
+        )
     folds = len(source.fold_ckpt_paths)
     if folds and source.ckpt_path is None:
         raise OptionError(

@@ -122,6 +122,8 @@ def train(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, Any]]:
     check_run_folder(run_dir, [datamodule.path], task=task)  # not in the data; before Lightning
     spec = configs.spec_for_data(model_values, datamodule)
     configs.check_max_len(spec, data.max_len)
+    if rerank is not None:
+        check_ranker(spec, rerank[1])
     check_windows(datamodule)
     resume = resolve_resume(cfg.get("ckpt_path"), run_dir)
     if resume is not None:
@@ -149,7 +151,6 @@ def train(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, Any]]:
         model = build_model(spec, datamodule.facts())
     else:
         source, options = rerank
-        check_ranker(spec, options)
         plans = [
             plan_retriever(source, cfg, datamodule, run_dir, options.holdout, fold)
             for fold in [None, *((k, options.cross_fit) for k in range(options.cross_fit))]
