@@ -31,6 +31,7 @@ from typing import Any
 import torch
 
 from recsys_seq.core.errors import UserError, first_line
+from recsys_seq.core.options import as_plain
 from recsys_seq.data.catalogue import Catalogue, CatalogueError
 from recsys_seq.data.facts import DataFacts
 from recsys_seq.data.options import DataOptions, data_options
@@ -43,7 +44,7 @@ from recsys_seq.models import (
     rerank_spec,
 )
 from recsys_seq.models.embedder import ItemAttributes
-from recsys_seq.models.spec import RECORD_FORMAT, RECORD_KEY, spec_values
+from recsys_seq.models.spec import RECORD_FORMAT, RECORD_KEY, RerankOptions, spec_values
 
 
 class CheckpointError(UserError):
@@ -77,7 +78,7 @@ class Checkpoint:
         spec = self.spec
         if exclude_history is not None:
             spec = dataclasses.replace(spec, exclude_history=exclude_history)
-        model = build_model(spec, facts, self.rerank)
+        model = build_model(spec, facts, self.rerank and self.rerank.served())
         model.load_state_dict(self.weights)
         for part in model.modules():
             if isinstance(part, ItemAttributes):
@@ -178,7 +179,7 @@ def open_checkpoint(path: str | Path) -> Checkpoint:
     ):
         raise CheckpointError(f"Checkpoint {path} has no state_dict of named tensors.")
     with torch.device("meta"):  # shapes only: a spec that does not fit allocates nothing
-        skeleton = build_model(spec, rerank=rerank)
+        skeleton = build_model(spec, rerank=rerank and rerank.served())
     expected = {k: v.shape for k, v in skeleton.state_dict().items()}
     found = {k: v.shape for k, v in weights.items()}
     if expected != found:
@@ -217,10 +218,26 @@ ARCHITECTURE = (
 )
 
 
-def check_resume(path: str | Path, spec: ModelSpec, data_path: Path) -> None:
-    """Refuse to resume training from a checkpoint of other items or another architecture."""
+def check_resume(
+    path: str | Path, spec: ModelSpec, data_path: Path, rerank: RerankOptions | None = None
+) -> None:
+    """Refuse to resume training from a checkpoint of other items, another architecture or
+    other two-stage options (``rerank``: the run's; None for a one-stage run), before any
+    retriever is trained for it."""
     trained = open_checkpoint(path)
     check_same_items(trained.spec, spec.item_fingerprint, data_path, Path(path))
+    was = None if trained.rerank is None else as_plain(trained.rerank.options)
+    now = None if rerank is None else as_plain(rerank)
+    if was != now:
+        changed = (
+            "one stage or two"
+            if None in (was, now)
+            else ", ".join(f"rerank.{k}: {was[k]} vs {now[k]}" for k in was if was[k] != now[k])
+        )
+        raise CheckpointError(
+            f"Cannot resume from {path}: it was trained with other two-stage options "
+            f"({changed}). Resume with the options it was trained with, or start a new run."
+        )
     old, new = spec_values(trained.spec), spec_values(spec)
     changed = [key for key in ARCHITECTURE if old[key] != new[key]]
     if changed:

@@ -4,13 +4,14 @@ user, evaluation reads the serving retriever only, and every checkpoint is check
 users it left out."""
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-from recsys_seq.checkpoint import open_checkpoint
+from recsys_seq.checkpoint import CheckpointError, open_checkpoint
 from recsys_seq.core.options import OptionError
 from recsys_seq.data import PaddedBatchCollator, Stage, WindowDataset
 from recsys_seq.data.options import data_options
@@ -182,6 +183,8 @@ def test_the_options_refuse_what_cannot_cross_fit():
         (["rerank.cross_fit=2", "rerank.holdout=1"], "choose one"),
         (["rerank.candidates=100000"], "more than the"),
         (["model=sasrec"], "candidate_bce"),
+        (["data.cross_fit_fold=[0,2]"], "a ranker trains on every user"),
+        (["rerank.cross_fit=2", "rerank.init_from_retriever=true"], "init_from_retriever"),
     ],
 )
 def test_a_refused_two_stage_run_prints_and_writes_nothing(
@@ -205,6 +208,21 @@ def one_command(demo_dir: Path) -> list[str]:
         f"rerank.retriever.overrides=[{short},'trainer.limit_train_batches=3']",
         "rerank.cross_fit=2",
         "baselines=false",
+        "callbacks=weight_average",  # its checkpoints hold the raw weights too
+    ]
+
+
+def fold_weights(checkpoint: Path) -> list[str]:
+    """Names of fold retriever weights in ``checkpoint``'s averaged or raw weights."""
+    stored = torch.load(checkpoint, map_location="cpu", weights_only=True)
+    assert "current_model_state" in stored and any(
+        k.startswith("retriever.") for k in stored["state_dict"]
+    )
+    return [
+        name
+        for key in ("state_dict", "current_model_state")
+        for name in stored.get(key, {})
+        if "fold_retrievers" in name
     ]
 
 
@@ -225,14 +243,24 @@ def test_one_command_trains_a_retriever_per_fold_and_its_checkpoint_evaluates_al
         assert open_checkpoint(records[folder]["checkpoint"]).data.cross_fit_fold == fold
     ranker = open_checkpoint(metrics["checkpoint"])
     assert ranker.rerank.options.cross_fit == 2
+    for saved in (run_dir / "checkpoints").glob("*.ckpt"):  # each fold has its own checkpoint
+        assert fold_weights(saved) == [], saved
     assert ranker.data.cross_fit_fold is None  # the ranker trains on every user
     as_tested = [f"ckpt_path={metrics['checkpoint']}", "trainer.limit_test_batches=2"]
     again, _ = evaluate(compose_config("eval", tmp_path / "eval", as_tested))
     for key in ("test/ndcg@10", "retriever/test/ndcg@10", "ranker/test/auc"):
         assert again[key] == pytest.approx(metrics[key], abs=1e-6), key
-    train(rerank_run(run_dir, demo_dir, *overrides))  # a rerun reuses every retriever
+    resumed, _ = train(rerank_run(run_dir, demo_dir, *overrides))  # reuses every retriever
     for folder, record in records.items():
         assert json.loads((run_dir / folder / "metrics.json").read_text()) == record
+    assert resumed["test/ndcg@10"] == pytest.approx(metrics["test/ndcg@10"], abs=1e-6)
+    for other, changed in [
+        ("rerank.cross_fit=3", "rerank.cross_fit: 2 vs 3"),
+        ("rerank.cross_fit=0", "2 vs 0"),
+    ]:
+        with pytest.raises(CheckpointError, match=changed):  # before any retriever trains
+            train(rerank_run(run_dir, demo_dir, *overrides, other))
+    assert not (run_dir / "retriever_fold2").exists()
 
 
 @pytest.fixture(scope="module")
@@ -270,6 +298,22 @@ def test_retrievers_that_saw_the_wrong_users_are_refused(
     with pytest.raises(OptionError, match=error):
         train(rerank_run(tmp_path / "run", demo_dir, *overrides))
     assert not (tmp_path / "run").exists()  # refused before the run folder is claimed
+
+
+@pytest.mark.slow
+def test_a_fold_retriever_of_other_prepared_data_is_refused(tmp_path, demo_dir, fold_checkpoints):
+    """Same items, other users' indices: fold k of that folder is not fold k of this one."""
+    copy = tmp_path / "copy"
+    shutil.copytree(demo_dir, copy)
+    elsewhere = short_checkpoint(tmp_path / "elsewhere", copy, "data.cross_fit_fold=[0,2]")
+    overrides = [
+        f"rerank.retriever.ckpt_path={fold_checkpoints['all']}",
+        f"rerank.retriever.fold_ckpt_paths=[{elsewhere},{fold_checkpoints['1']}]",
+        "rerank.cross_fit=2",
+    ]
+    with pytest.raises(OptionError, match=f"trained on {copy}"):
+        train(rerank_run(tmp_path / "run", demo_dir, *overrides))
+    assert not (tmp_path / "run").exists()
 
 
 @pytest.mark.slow

@@ -8,6 +8,7 @@ checks. Parts are named, never imported by path: ``encoder.name``, ``scorer.name
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -173,6 +174,11 @@ class RerankSpec:
 
     retriever: ModelSpec
     options: RerankOptions
+
+    def served(self) -> RerankSpec:
+        """This spec as evaluation and serving build it: without fold retrievers, which
+        score training windows only (``cross_fit``)."""
+        return dataclasses.replace(self, options=dataclasses.replace(self.options, cross_fit=0))
 
 
 def rerank_spec(

@@ -29,7 +29,9 @@ by ``data.train_holdout`` (the ranker's ``data.train_windows=holdout``). ``reran
 keeps every training window and makes its scores honest another way: K more retrievers, the
 k-th trained without the users of fold k (user index mod K, ``data.cross_fit_fold``), each
 score the windows of the users they never saw (stacking's out-of-fold predictions); the
-serving retriever, trained on everyone, is the one validation, test and serving read.
+serving retriever, trained on everyone, is the one validation, test and serving read. The
+fold retrievers stay out of the ranker's checkpoints (each has its own): resuming refills them
+from the ones the run loaded, and evaluation and serving build none.
 
 Logged beside the pipeline's ``<stage>/<metric>@<k>``: ``retriever/<stage>/...`` (the retriever
 alone, the same users, with ``hr@K``, the candidate recall that bounds any re-ranker) and
@@ -44,6 +46,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -183,6 +186,10 @@ class Reranker(nn.Module):
         return self.ranker_weight * logits + self.score_weight * score
 
 
+FOLD_PREFIX = "fold_retrievers."
+WEIGHT_KEYS = ("state_dict", "current_model_state")  # the second: weight averaging's raw ones
+
+
 class TwoStageTask(NextItemTask):
     """The ranker's :class:`NextItemTask` over a frozen retriever's candidates (module doc).
 
@@ -246,6 +253,24 @@ class TwoStageTask(NextItemTask):
         """Copy the retriever's trained embeddings into the ranker's (``init_from_retriever``;
         a fresh run only, after the retriever's weights are loaded)."""
         self.model.embedder.load_state_dict(self.retriever.embedder.state_dict())
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        super().on_save_checkpoint(checkpoint)
+        for key in WEIGHT_KEYS:  # the weights, and the raw ones beside averaged weights
+            if key in checkpoint:
+                checkpoint[key] = {
+                    name: weight
+                    for name, weight in checkpoint[key].items()
+                    if not name.startswith(FOLD_PREFIX)
+                }
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """Resuming or testing in the run: the fold retrievers as this task holds them (their
+        own checkpoints' weights, loaded before the ranker's)."""
+        folds = self.fold_retrievers.state_dict()
+        for key in WEIGHT_KEYS:
+            if key in checkpoint:
+                checkpoint[key] |= {FOLD_PREFIX + name: weight for name, weight in folds.items()}
 
     def train(self, mode: bool = True) -> TwoStageTask:
         super().train(mode)

@@ -79,6 +79,12 @@ def rerank_options(values: Any) -> tuple[RetrieverSource, RerankOptions] | None:
             f"rerank.cross_fit={options.cross_fit} and rerank.holdout={options.holdout} are two "
             "ways of giving the ranker honest retriever scores: choose one."
         )
+    if options.cross_fit and options.init_from_retriever:
+        raise OptionError(
+            f"rerank.cross_fit={options.cross_fit} with rerank.init_from_retriever=true: the "
+            "ranker would start from the serving retriever's embeddings, trained on the very "
+            "windows cross-fitting keeps its scores honest on. Leave init_from_retriever false."
+        )
     folds = len(source.fold_ckpt_paths)
     if folds and source.ckpt_path is None:
         raise OptionError(
@@ -222,6 +228,10 @@ def _check_same_data(retriever_cfg: DictConfig, datamodule: SequenceDataModule) 
         )
 
 
+def _same_folder(trained_on: str | None, path: str | Path) -> bool:
+    return trained_on is not None and Path(trained_on).resolve() == Path(path).resolve()
+
+
 def _finished_checkpoint(folder: Path) -> Path | None:
     """The best checkpoint of a retriever run that finished in ``folder``, if any."""
     try:
@@ -253,6 +263,12 @@ def _from_checkpoint(
             f"{left_out[1]} (data.cross_fit_fold={list(left_out)}): it is a cross-fitted fold "
             "retriever. Serve with one trained on every user, and give the fold ones as "
             "rerank.retriever.fold_ckpt_paths with rerank.cross_fit."
+        )
+    if fold is not None and not _same_folder(trained.data.path, datamodule.path):
+        raise OptionError(
+            f"rerank.cross_fit={fold[1]}: fold retriever {fold[0]} ({path}) trained on "
+            f"{trained.data.path}, the ranker on {datamodule.path}. Folds are user indices of "
+            "one prepared dataset: train the fold retrievers on the ranker's."
         )
     if fold is not None and (left_out is None or tuple(left_out) != fold):
         raise OptionError(

@@ -127,7 +127,7 @@ def train(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, Any]]:
     check_windows(datamodule)
     resume = resolve_resume(cfg.get("ckpt_path"), run_dir)
     if resume is not None:
-        check_resume(resume, spec, datamodule.path)
+        check_resume(resume, spec, datamodule.path, rerank and rerank[1])
     sweep_job = in_sweep()
     callbacks = runs.instantiate_group(cfg, "callbacks")
     if sweep_job:  # no bar or summary per job: one line each, the table at the end
@@ -205,7 +205,14 @@ def evaluated_batches(trainer: L.Trainer) -> dict[str, int | None]:
 
 
 def ranker_data(data: DataOptions, options: RerankOptions) -> DataOptions:
-    """The ranker's data: with ``rerank.holdout`` > 0 it trains on the held-out events only."""
+    """The ranker's data: with ``rerank.holdout`` > 0 it trains on the held-out events only.
+    It trains on every user: only a fold retriever leaves users out."""
+    if data.cross_fit_fold is not None:
+        raise OptionError(
+            f"data.cross_fit_fold={list(data.cross_fit_fold)} leaves users out of a retriever's "
+            "training; a ranker trains on every user (rerank.cross_fit=K trains its fold "
+            "retrievers)."
+        )
     if options.holdout == 0:
         return data
     return dataclasses.replace(data, train_windows="holdout", train_holdout=options.holdout)
