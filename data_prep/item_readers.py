@@ -21,6 +21,7 @@ from __future__ import annotations
 import codecs
 import gzip
 import io
+import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -49,26 +50,102 @@ def scan_items(path: Path, fmt: Mapping[str, Any]) -> pl.LazyFrame:
 def read_delimited(path: Path, fmt: Mapping[str, Any]) -> pl.LazyFrame:
     """Delimited text (``.gz`` allowed), every column as text. Options: ``separator`` (several
     characters allowed, e.g. ``::``, with ``names``), ``has_header``, ``names``,
-    ``quote_char``, ``encoding``. A blank line is a row of nulls, as in the log's reader."""
+    ``quote_char``, ``encoding``. A blank line is a row of nulls, as in the log's reader.
+    Every record must have as many fields as the header or ``names``: a parser fills a short
+    row's last columns with nulls, and a split line's fields would shift, without a word."""
     source = _utf8(path, fmt.get("encoding", "utf-8"))
     separator = fmt.get("separator", ",")
     names = list(fmt["names"]) if fmt.get("names") else None
     has_header = bool(fmt.get("has_header", True))
-    if len(separator) == 1:
-        return pl.scan_csv(
-            source,
-            separator=separator,
-            has_header=has_header,
-            new_columns=names,
-            quote_char=fmt.get("quote_char", '"'),
-            infer_schema=False,
-        )
-    if has_header or not names:
+    if len(separator) > 1 and (has_header or not names):
         raise PrepError(
             f"items_format {fmt.get('name')!r}: the multi-character separator {separator!r} "
             "needs has_header: false and names: [...]."
         )
-    return text_fields(source, fmt)
+    quote = fmt.get("quote_char", '"') if len(separator) == 1 else None
+    _check_field_counts(source, path, separator, quote, has_header, names)
+    if len(separator) > 1:
+        return text_fields(source, fmt)
+    lf = pl.scan_csv(
+        source,
+        separator=separator,
+        has_header=has_header,
+        new_columns=names,
+        quote_char=quote,
+        infer_schema=False,
+    )
+    _check_header(lf, path)
+    return lf
+
+
+def _check_field_counts(
+    source: Path | io.BytesIO,
+    path: Path,
+    separator: str,
+    quote: str | None,
+    has_header: bool,
+    names: list[str] | None,
+) -> None:
+    """Refuse the first non-blank record whose field count is not the header's (or ``names``'),
+    naming its line. Records are found as the parser finds them: a line inside an open quote
+    continues the record before it, and separators inside quotes split nothing."""
+    lines = pl.scan_csv(
+        source,
+        separator="\x1f",
+        has_header=False,
+        new_columns=["text"],
+        quote_char=None,
+        infer_schema=False,
+        truncate_ragged_lines=True,
+    ).with_row_index("line", offset=1)
+    text = pl.col("text").fill_null("")
+    if quote:
+        quotes = text.str.count_matches(quote, literal=True)
+        continues = (quotes.cum_sum() - quotes) % 2 == 1  # an odd count of quotes before it
+        records = (
+            lines.with_columns((~continues).cum_sum().alias("record"))
+            .group_by("record", maintain_order=True)
+            .agg(pl.col("line").first(), text.str.join("\n"))
+        )
+        q = re.escape(quote)
+        unquoted = text.str.replace_all(f"{q}(?:[^{q}]|{q}{q})*{q}", "")
+    else:
+        records, unquoted = lines, text
+    counted = records.select(
+        "line", text, (unquoted.str.count_matches(separator, literal=True) + 1).alias("fields")
+    ).collect()
+    if isinstance(source, io.BytesIO):
+        source.seek(0)
+    if counted.height == 0:
+        return
+    expected = len(names) if names else counted["fields"][0]
+    body = counted.slice(1) if has_header else counted
+    wrong = body.filter((pl.col("text").str.strip_chars() != "") & (pl.col("fields") != expected))
+    if wrong.height:
+        line, text_read, fields = wrong.row(0)
+        what = f"the format's names {names}" if names else "the header (line 1)"
+        more = f" ({wrong.height:,} such records)" if wrong.height > 1 else ""
+        raise PrepError(
+            f"{path}, line {line}: {fields} fields separated by {separator!r}, but {what} has "
+            f"{expected}{more}. A missing or extra field, or a separator inside an unquoted "
+            f"value? Line {line} reads {text_read[:80]!r}."
+        )
+
+
+def _check_header(lf: pl.LazyFrame, path: Path) -> None:
+    """Refuse a header that names a column twice (the parser would rename the second)."""
+    found = lf.collect_schema().names()
+    repeated = [
+        name for name in found if (base := DUPLICATE.sub("", name)) != name and base in found
+    ]
+    if repeated:
+        raise PrepError(
+            f"{path}, line 1: the header names the column "
+            f"{DUPLICATE.sub('', repeated[0])!r} twice; give each column its own name."
+        )
+
+
+DUPLICATE = re.compile(r"_duplicated_\d+$")  # the parser's name for a header's repeat
 
 
 def read_parquet(path: Path, fmt: Mapping[str, Any]) -> pl.LazyFrame:
@@ -97,6 +174,11 @@ def _utf8(path: Path, encoding: str) -> Path | io.BytesIO:
     data = path.read_bytes()
     if data[:2] == b"\x1f\x8b":
         data = gzip.decompress(data)
+    if data.startswith(codecs.BOM_UTF8):  # read as latin-1, it would join the first id
+        raise PrepError(
+            f"{path} starts with a UTF-8 byte-order mark: it is UTF-8 text, not {encoding}. "
+            "Set items_format.encoding=utf-8."
+        )
     try:
         return io.BytesIO(data.decode(encoding).encode("utf-8"))
     except UnicodeDecodeError as err:

@@ -262,6 +262,101 @@ def test_a_bad_item_table_is_one_paragraph_and_nothing_is_written(
     refused(tmp_path, log, fragments, items=table_file, items_format={"reader": "csv", **fmt})
 
 
+GOOD_ROWS = "".join(f"{1000 + i},Drama,{i}\n" for i in range(5000))  # past the sniffed head
+DAT_ROWS = "".join(f"{1000 + i}::Film {i} (1999)::Drama\n" for i in range(4000))
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "fmt", "fragments"),
+    [
+        pytest.param(
+            "items.csv",
+            "item_id,genres,price\n14,Action,1\n" + GOOD_ROWS + "7,Comedy\n",
+            {"multi": ["genres"], "numeric": ["price"]},
+            ["items.csv, line 5003", "2 fields separated by ','", "the header (line 1) has 3"],
+            id="late-short-row",
+        ),
+        pytest.param(
+            "items.csv",
+            "item_id,genres,price\n14,Action,1\n" + GOOD_ROWS + "7,Comedy,1,2\n",
+            {"multi": ["genres"], "numeric": ["price"]},
+            ["items.csv, line 5003", "4 fields"],
+            id="late-long-row",
+        ),
+        pytest.param(
+            "items.csv",
+            'item_id,genres,price\n14,"Action\nComedy",1\n7,"a,b",2\n99,c\n',
+            {"multi": ["genres"], "numeric": ["price"]},
+            ["items.csv, line 5:", "2 fields"],  # quoted newline and comma: one record each
+            id="short-row-after-quoted-fields",
+        ),
+        pytest.param(
+            "movies.dat",
+            "14::T (1995)::Action\n" + DAT_ROWS + "7::A::B (1999)::Comedy\n",
+            "movielens_dat",
+            ["movies.dat, line 4002", "4 fields separated by '::'", "names"],
+            id="late-dat-line-with-an-extra-field",
+        ),
+        pytest.param(
+            "movies.dat",
+            "14::T (1995)::Action\n" + DAT_ROWS + "7::Comedy\n",
+            "movielens_dat",
+            ["movies.dat, line 4002", "2 fields"],
+            id="late-dat-line-short",
+        ),
+        pytest.param(
+            "movies.dat",
+            b"\xef\xbb\xbf14::T (1995)::Action\n7::U (1996)::Comedy\n",
+            "movielens_dat",
+            ["movies.dat starts with a UTF-8 byte-order mark", "items_format.encoding=utf-8"],
+            id="bom-in-a-latin-1-table",
+        ),
+        pytest.param(
+            "items.csv",
+            "item_id,genres,genres\n14,a,b\n7,c,d\n",
+            {"multi": ["genres"]},
+            ["items.csv, line 1", "names the column 'genres' twice"],
+            id="repeated-header-name",
+        ),
+        pytest.param(
+            "items.csv",
+            "item_id,item_id,genres\n14,a,b\n",
+            {"multi": ["genres"]},
+            ["names the column 'item_id' twice"],
+            id="repeated-id-column",
+        ),
+    ],
+)
+def test_every_record_of_an_item_table_is_checked_not_only_its_head(
+    tmp_path, name, content, fmt, fragments
+):
+    """A record the parser would silently pad with nulls or shift is refused, wherever it is,
+    and lines are counted as the parser reads records (a quoted newline is one record)."""
+    log = write(tmp_path, "log.csv", LOG)
+    table_file = write(tmp_path, name, content)
+    fmt = fmt if isinstance(fmt, str) else {"reader": "csv", **fmt}
+    refused(tmp_path, log, fragments, items=table_file, items_format=fmt)
+
+
+def test_quoted_separators_and_newlines_are_values_not_fields(tmp_path):
+    log = write(tmp_path, "log.csv", LOG)
+    table_file = write(
+        tmp_path, "items.csv", 'item_id,brand,price\n14,"a, b",1\n7,"x\ny ""z""",2\n99,c,3\n'
+    )
+    meta = run(
+        tmp_path,
+        log,
+        items=table_file,
+        items_format={"categorical": ["brand"], "numeric": ["price"]},
+    )
+    assert decoded(tmp_path, meta, "brand") == {
+        14: "a, b",
+        7: 'x\ny "z"',
+        99: "c",
+        3: "<pad>",
+    }
+
+
 def test_a_float_id_that_is_no_id_is_refused_naming_its_row(tmp_path):
     log = write(tmp_path, "log.csv", LOG)
     bad = write(tmp_path, "items.parquet", pl.DataFrame({"item_id": [14.0, 1.5], "g": ["a", "b"]}))
