@@ -117,6 +117,13 @@ def _check_names(fmt: Mapping[str, Any]) -> None:
             f"{OPTION}.id={fmt['id']!r} is also listed as an attribute; the id column joins "
             "the table to the log, it is not an attribute."
         )
+    flagged = [column for columns in fmt["flags"].values() for column in columns]
+    own = [name for name in [fmt["id"], *names, *flagged] if name.startswith("_")]
+    if own:
+        raise PrepError(
+            f"{OPTION} names the column {own[0]!r}: names that start with '_' are the prep "
+            "job's own working columns; rename that column of the item table."
+        )
     taken = [name for name in names if name in schema.ITEM_COLUMNS]
     if taken:
         raise PrepError(

@@ -1,5 +1,5 @@
 """Readers of item tables (``items=<file>``): the file as a LazyFrame of its columns, values as
-the file holds them, each row numbered (``ROW``, 0-based) so that a check can name its line.
+the file holds them, one row per record (blank lines too), so that a row number names a line.
 
 An item format's ``reader`` key names a function of the fixed table :data:`ITEM_READERS`
 (nothing a file or an option names is imported or called); the rest of the format mapping
@@ -30,7 +30,6 @@ import polars as pl
 
 from data_prep.lines import INFER_ROWS, text_fields
 from data_prep.prep_error import PrepError
-from data_prep.schema import ROW
 from data_prep.sniff import ITEM_TABLE, check_file
 
 ItemReader = Callable[[Path, Mapping[str, Any]], pl.LazyFrame]
@@ -44,7 +43,7 @@ def scan_items(path: Path, fmt: Mapping[str, Any]) -> pl.LazyFrame:
             the format says (separator, field count).
     """
     check_file(path, fmt, ITEM_TABLE)
-    return ITEM_READERS[fmt["reader"]](path, fmt).with_row_index(ROW)
+    return ITEM_READERS[fmt["reader"]](path, fmt)
 
 
 def read_delimited(path: Path, fmt: Mapping[str, Any]) -> pl.LazyFrame:
@@ -171,16 +170,23 @@ def _utf8(path: Path, encoding: str) -> Path | io.BytesIO:
     past it that the encoding cannot read is refused naming its line."""
     if codecs.lookup(encoding).name == "utf-8":
         return path
+    return io.BytesIO(decoded(path, encoding).encode("utf-8"))
+
+
+def decoded(path: Path, encoding: str) -> str:
+    """The file's text (``.gz`` decompressed), or a :class:`PrepError` naming the line of the
+    first bytes that are not ``encoding`` text; also what names the line when the UTF-8
+    parser fails past the sniffed head."""
     data = path.read_bytes()
     if data[:2] == b"\x1f\x8b":
         data = gzip.decompress(data)
-    if data.startswith(codecs.BOM_UTF8):  # read as latin-1, it would join the first id
-        raise PrepError(
+    if data.startswith(codecs.BOM_UTF8) and codecs.lookup(encoding).name != "utf-8":
+        raise PrepError(  # read as latin-1, the mark would join the first id
             f"{path} starts with a UTF-8 byte-order mark: it is UTF-8 text, not {encoding}. "
             "Set items_format.encoding=utf-8."
         )
     try:
-        return io.BytesIO(data.decode(encoding).encode("utf-8"))
+        return data.decode(encoding)
     except UnicodeDecodeError as err:
         line = data[: err.start].count(b"\n") + 1
         raise PrepError(

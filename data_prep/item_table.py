@@ -28,7 +28,7 @@ import polars as pl
 from data_prep import ids, schema, steps
 from data_prep.inputs import file_sha256
 from data_prep.item_formats import OPTION, attributes, source_columns
-from data_prep.item_readers import scan_items
+from data_prep.item_readers import decoded, scan_items
 from data_prep.lines import LOCATE_ERRORS, where
 from data_prep.prep_error import PrepError
 from data_prep.schema import CATEGORICAL, MULTI, ROW
@@ -94,8 +94,8 @@ def _read(path: Path, fmt: Mapping[str, Any]) -> pl.DataFrame:
         wanted = source_columns(fmt)
         missing = [column for column in wanted if column not in found]
         if missing or not attributes(fmt):
-            raise _unmapped(path, fmt, missing, [n for n in found.names() if n != ROW])
-        frame = lf.select(ROW, *wanted).collect()
+            raise _unmapped(path, fmt, missing, found.names())
+        frame = lf.select(wanted).with_row_index(ROW).collect()  # a table's own _row unread
     except READ_ERRORS as err:
         raise _unreadable(err, path, fmt) from None
     nulls = pl.Series(fmt["null_values"], dtype=pl.String).implode()
@@ -126,6 +126,11 @@ def _unmapped(
 
 def _unreadable(err: BaseException, path: Path, fmt: Mapping[str, Any]) -> PrepError:
     message = (str(err).strip().splitlines() or [type(err).__name__])[0]
+    if "utf-8" in message.lower() and fmt["reader"] != "parquet":
+        try:  # a byte past the sniffed head: the message names its line
+            decoded(path, fmt.get("encoding", "utf-8"))
+        except PrepError as located:
+            return located
     return PrepError(
         f"Could not read item table {path} as {OPTION} {fmt.get('name')!r}: {message}. Check "
         f"the file and {OPTION} (reader, separator, quote_char, encoding)."

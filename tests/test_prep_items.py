@@ -241,6 +241,18 @@ def test_the_item_table_changes_the_fingerprint_and_its_options_only_with_one(tm
             id="reserved-name",
         ),
         pytest.param(
+            "item_id,_item_id_text\n14,a\n",
+            {"categorical": ["_item_id_text"]},
+            ["names the column '_item_id_text'", "start with '_'"],
+            id="working-column-name",
+        ),
+        pytest.param(
+            "_first,g\n14,a\n14,b\n",
+            {"id": "_first", "multi": ["g"]},
+            ["names the column '_first'"],
+            id="working-column-name-as-id",
+        ),
+        pytest.param(
             "item_id,g\n14,a\n",
             {"multi": ["g"], "categorical": ["g"]},
             ["names the attribute 'g' twice"],
@@ -313,6 +325,20 @@ DAT_ROWS = "".join(f"{1000 + i}::Film {i} (1999)::Drama\n" for i in range(4000))
         ),
         pytest.param(
             "items.csv",
+            b"item_id,genres,price\n14,Action,1\n" + GOOD_ROWS.encode() + b"7,Com\xe9die,2\n",
+            {"multi": ["genres"], "numeric": ["price"]},
+            ["items.csv, line 5003", "not utf-8 text", "items_format.encoding"],
+            id="late-byte-that-is-not-utf-8",
+        ),
+        pytest.param(
+            "items.jsonl",
+            b'{"item_id": 14, "genres": "a"}\n' * 6000 + b'{"item_id": 7, "genres": "\xe9"}\n',
+            {"reader": "jsonl", "multi": ["genres"]},
+            ["items.jsonl, line 6001", "not utf-8 text"],
+            id="late-byte-that-is-not-utf-8-in-json-lines",
+        ),
+        pytest.param(
+            "items.csv",
             "item_id,genres,genres\n14,a,b\n7,c,d\n",
             {"multi": ["genres"]},
             ["items.csv, line 1", "names the column 'genres' twice"],
@@ -336,6 +362,13 @@ def test_every_record_of_an_item_table_is_checked_not_only_its_head(
     table_file = write(tmp_path, name, content)
     fmt = fmt if isinstance(fmt, str) else {"reader": "csv", **fmt}
     refused(tmp_path, log, fragments, items=table_file, items_format=fmt)
+
+
+def test_a_column_the_format_does_not_read_may_have_any_name(tmp_path):
+    log = write(tmp_path, "log.csv", LOG)
+    table_file = write(tmp_path, "items.csv", "item_id,_row,genres\n14,x,a\n7,y,b\n")
+    meta = run(tmp_path, log, items=table_file, items_format={"multi": ["genres"]})
+    assert decoded(tmp_path, meta, "genres") == {14: ["a"], 7: ["b"], 3: [], 99: []}
 
 
 def test_quoted_separators_and_newlines_are_values_not_fields(tmp_path):
