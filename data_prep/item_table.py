@@ -118,8 +118,9 @@ def _unmapped(
     else:
         problem = f"{OPTION} {name!r} names no attribute column of item table {path}"
     return PrepError(
-        f"{problem}; its columns are {found}. Set {OPTION}.id=<column> and the attributes "
-        f"with {OPTION}.categorical=[...], {OPTION}.multi=[...] or {OPTION}.numeric=[...]"
+        f"{problem}; its columns are {found}. Name the id column and the attributes after "
+        f"the format: {OPTION}={name} {OPTION}.id=<column> and {OPTION}.categorical=[...], "
+        f"{OPTION}.multi=[...] or {OPTION}.numeric=[...]"
         + (" (or check the separator and has_header)." if fmt["reader"] == "csv" else ".")
     )
 

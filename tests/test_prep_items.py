@@ -592,6 +592,22 @@ def test_recsys_prep_with_an_item_table_prints_how_it_joined(tmp_path):
     assert error_problems("recsys-prep", wrong, ["items_format=csv needs items="]) == []
 
 
+def test_the_advice_for_a_table_without_attributes_is_a_command_that_works(tmp_path):
+    """``items=`` alone reads csv with no attribute named: the message's words, appended to
+    the same command, prepare the folder."""
+    write(tmp_path, "log.csv", LOG)
+    write(tmp_path, "items.csv", "item_id,tags\n14,x|y\n7,y\n")
+    args = ["input=log.csv", "output=out", "min_user_events=1", "items=items.csv"]
+    advised = "items_format=csv items_format.id=<column> and items_format.categorical=[...]"
+    first = run_cli("recsys-prep", args, tmp_path)
+    assert error_problems("recsys-prep", first, [advised, "['item_id', 'tags']"]) == []
+    fixed = run_cli(
+        "recsys-prep", [*args, "items_format=csv", "items_format.multi=[tags]"], tmp_path
+    )
+    must_succeed(fixed)
+    assert "tags (multi, 3)" in fixed.stdout  # x, y and the missing code
+
+
 def test_every_item_format_loads():
     names = sorted(p.stem for p in ITEM_FORMAT_DIR.glob("*.yaml"))
     assert {"csv", "tsv", "parquet", "jsonl"} <= set(names)
