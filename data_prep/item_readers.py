@@ -21,6 +21,7 @@ from __future__ import annotations
 import codecs
 import gzip
 import io
+import json
 import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -28,8 +29,9 @@ from typing import Any
 
 import polars as pl
 
-from data_prep.lines import INFER_ROWS, text_fields
+from data_prep.lines import INFER_ROWS, file_lines, nonblank, text_fields
 from data_prep.prep_error import PrepError
+from data_prep.schema import ROW
 from data_prep.sniff import ITEM_TABLE, check_file
 
 ItemReader = Callable[[Path, Mapping[str, Any]], pl.LazyFrame]
@@ -88,15 +90,7 @@ def _check_field_counts(
     """Refuse the first non-blank record whose field count is not the header's (or ``names``'),
     naming its line. Records are found as the parser finds them: a line inside an open quote
     continues the record before it, and separators inside quotes split nothing."""
-    lines = pl.scan_csv(
-        source,
-        separator="\x1f",
-        has_header=False,
-        new_columns=["text"],
-        quote_char=None,
-        infer_schema=False,
-        truncate_ragged_lines=True,
-    ).with_row_index("line", offset=1)
+    lines = file_lines(source)
     text = pl.col("text").fill_null("")
     if quote:
         quotes = text.str.count_matches(quote, literal=True)
@@ -155,6 +149,22 @@ def read_parquet(path: Path, fmt: Mapping[str, Any]) -> pl.LazyFrame:
 def read_jsonl(path: Path, fmt: Mapping[str, Any]) -> pl.LazyFrame:
     """Newline-delimited JSON (one object per item), values of their JSON types."""
     return pl.scan_ndjson(path, infer_schema_length=INFER_ROWS)
+
+
+def json_nested_rows(path: Path, column: str) -> pl.Series | None:
+    """None when no line gives ``column`` a JSON array or object; else the rows (``ROW``,
+    blank lines skipped as the reader skips them) that seem to, to name one. Where a column
+    mixes those with text, the JSON reader turns them into their JSON text, which no check of
+    the values alone can tell apart; a decode of each line as text for ``column`` can."""
+    lines = file_lines(path).filter(nonblank()).with_row_index(ROW).collect()
+    try:
+        lines["text"].str.json_decode(pl.Struct({column: pl.String}))
+        return None
+    except pl.exceptions.ComputeError:
+        pass
+    # the key followed by [ or {; a nested object's key of that name may match too
+    key = re.escape(json.dumps(column))
+    return lines.filter(pl.col("text").str.contains(f"{key}\\s*:\\s*[\\[{{]"))[ROW]
 
 
 ITEM_READERS: dict[str, ItemReader] = {

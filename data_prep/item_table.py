@@ -28,7 +28,7 @@ import polars as pl
 from data_prep import ids, schema, steps
 from data_prep.inputs import file_sha256
 from data_prep.item_formats import OPTION, attributes, source_columns
-from data_prep.item_readers import decoded, scan_items
+from data_prep.item_readers import decoded, json_nested_rows, scan_items
 from data_prep.lines import LOCATE_ERRORS, where
 from data_prep.prep_error import PrepError
 from data_prep.schema import CATEGORICAL, MULTI, ROW
@@ -218,6 +218,8 @@ def _attribute(
         return _flags(raw, name, fmt["flags"][name], path, fmt)
     dtype = raw.schema[name]
     col = pl.col(name)
+    if fmt["reader"] == "jsonl" and dtype == pl.String:
+        _refuse_mixed_json(raw, name, path, fmt)
     if kind == CATEGORICAL:
         if dtype.is_nested():
             raise _wrong_type(path, name, dtype, "categorical", "one value per item")
@@ -244,6 +246,30 @@ def _attribute(
         fmt,
     )
     return number.value.alias(name)
+
+
+def _refuse_mixed_json(raw: pl.DataFrame, name: str, path: Path, fmt: Mapping[str, Any]) -> None:
+    """A JSON column of text on some lines and arrays or objects on others: refused, not
+    read as their JSON text."""
+    nested = json_nested_rows(path, name)
+    if nested is None:
+        return
+    _refuse(
+        raw,
+        pl.col(ROW).is_in(nested.implode())
+        & (pl.col(name).str.starts_with("[") | pl.col(name).str.starts_with("{")),
+        name,
+        lambda value: (
+            f"column {name!r} holds {value[:40]!r}, an array or object, where other lines hold "
+            "text; give every line one kind of value (text, or a list of texts for multi)"
+        ),
+        path,
+        fmt,
+    )
+    raise PrepError(
+        f"{path}: column {name!r} holds arrays or objects on some lines and text on others; "
+        "give every line one kind of value (text, or a list of texts for multi)."
+    )
 
 
 def _flags(

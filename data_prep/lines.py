@@ -49,8 +49,9 @@ def where(row: int, path: Path, fmt: Mapping[str, Any]) -> str:
     return f"row {row + 1}"
 
 
-def _lines(path: Path) -> pl.LazyFrame:
-    """The file's lines as text (``.gz`` decompressed), numbered from 1; blank lines kept."""
+def file_lines(path: Path | io.BytesIO) -> pl.LazyFrame:
+    """The file's lines as ``text`` (``.gz`` decompressed), numbered from 1 (``line``); blank
+    lines kept (null)."""
     return pl.scan_csv(
         path,
         separator="\x1f",
@@ -62,7 +63,7 @@ def _lines(path: Path) -> pl.LazyFrame:
     ).with_row_index("line", offset=1)
 
 
-def _nonblank() -> pl.Expr:
+def nonblank() -> pl.Expr:
     return pl.col("text").str.strip_chars().fill_null("") != ""
 
 
@@ -70,7 +71,7 @@ def _file_line(row: int, path: Path, fmt: Mapping[str, Any]) -> int | None:
     """The line of row ``row`` in a file whose reader skips blank lines (JSON lines: one row
     per line; one user per line: one row per item)."""
     try:
-        lines = _lines(path).filter(_nonblank())
+        lines = file_lines(path).filter(nonblank())
         if fmt.get("reader") == "user_lines":
             tokens = pl.col("text").str.strip_chars().str.split(fmt.get("separator", " "))
             rows_before_next = (tokens.list.len() - 1).cum_sum()  # a line's rows: its items
@@ -224,7 +225,7 @@ def _locate_json_line(path: Path, fmt: Mapping[str, Any]) -> str | None:
     of prefixes, no loop over lines). None if no prefix fails."""
     sources = [c for c in (fmt.get("columns") or {}).values() if c is not None]
     try:
-        lines = _lines(path).filter(_nonblank()).collect()
+        lines = file_lines(path).filter(nonblank()).collect()
     except LOCATE_ERRORS:
         return None
 

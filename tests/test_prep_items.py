@@ -338,6 +338,20 @@ DAT_ROWS = "".join(f"{1000 + i}::Film {i} (1999)::Drama\n" for i in range(4000))
             id="late-byte-that-is-not-utf-8-in-json-lines",
         ),
         pytest.param(
+            "items.jsonl",
+            '{"item_id": 14, "brand": "x"}\n\n{"item_id": 7, "brand": ["y", "z"]}\n',
+            {"reader": "jsonl", "categorical": ["brand"]},
+            ["items.jsonl, line 3", "'brand' holds '[", "an array or object"],
+            id="json-list-among-texts",
+        ),
+        pytest.param(
+            "items.jsonl",
+            '{"item_id": 14, "genres": "c|d"}\n' * 10_001 + '{"item_id": 7, "genres": {"x": 1}}\n',
+            {"reader": "jsonl", "multi": ["genres"]},
+            ["items.jsonl, line 10002", "an array or object"],
+            id="late-json-object-among-texts",
+        ),
+        pytest.param(
             "items.csv",
             "item_id,genres,genres\n14,a,b\n7,c,d\n",
             {"multi": ["genres"]},
@@ -362,6 +376,18 @@ def test_every_record_of_an_item_table_is_checked_not_only_its_head(
     table_file = write(tmp_path, name, content)
     fmt = fmt if isinstance(fmt, str) else {"reader": "csv", **fmt}
     refused(tmp_path, log, fragments, items=table_file, items_format=fmt)
+
+
+def test_json_text_that_looks_like_a_list_is_text(tmp_path):
+    """Only a JSON array is an array: the text "[x]" is one value, as is a list column."""
+    log = write(tmp_path, "log.csv", LOG)
+    lines = ['{"item_id": 14, "brand": "[x]", "tags": ["a", "b"], "note": {"brand": [1]}}']
+    lines += ['{"item_id": 7, "brand": "y", "tags": ["b"], "note": {"brand": [2]}}']
+    table_file = write(tmp_path, "items.jsonl", "\n".join(lines) + "\n")
+    fmt = {"reader": "jsonl", "categorical": ["brand"], "multi": ["tags"]}
+    meta = run(tmp_path, log, items=table_file, items_format=fmt)
+    assert decoded(tmp_path, meta, "brand") == {14: "[x]", 7: "y", 3: "<pad>", 99: "<pad>"}
+    assert decoded(tmp_path, meta, "tags") == {14: ["a", "b"], 7: ["b"], 3: [], 99: []}
 
 
 def test_a_column_the_format_does_not_read_may_have_any_name(tmp_path):
