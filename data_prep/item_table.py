@@ -28,8 +28,8 @@ import polars as pl
 from data_prep import ids, schema, steps
 from data_prep.inputs import file_sha256
 from data_prep.item_formats import OPTION, attributes, source_columns
-from data_prep.item_readers import decoded, json_nested_rows, scan_items
-from data_prep.lines import LOCATE_ERRORS, where
+from data_prep.item_readers import decoded, json_nested_rows, scan_items, table_line
+from data_prep.lines import LOCATE_ERRORS
 from data_prep.prep_error import PrepError
 from data_prep.schema import CATEGORICAL, MULTI, ROW
 
@@ -152,7 +152,7 @@ def _refuse(
     if found.height:
         row, value = found.row(0)
         more = f" ({found.height:,} such rows)" if found.height > 1 else ""
-        raise PrepError(f"{path}, {where(row, path, fmt)}: {what(value)}{more}.")
+        raise PrepError(f"{path}, {table_line(row, path, fmt)}: {what(value)}{more}.")
 
 
 def _canonical_ids(raw: pl.DataFrame, path: Path, fmt: Mapping[str, Any]) -> pl.LazyFrame:
@@ -198,8 +198,9 @@ def _check_ids(frame: pl.DataFrame, raw: pl.DataFrame, path: Path, fmt: Mapping[
     if repeat.height:
         second = repeat.row(0, named=True)
         shown = raw.filter(pl.col(ROW).is_in([second["_first"], second[ROW]]))[column].to_list()
+        first, then = (table_line(second[key], path, fmt) for key in ("_first", ROW))
         raise PrepError(
-            f"{path}, {where(second['_first'], path, fmt)} and {where(second[ROW], path, fmt)}: "
+            f"{path}, {first} and {then}: "
             f"the item id {second[column]!r} is on two rows (as {shown[0]!r} and "
             f"{shown[1]!r}; ids compare as data_prep/ids.py says, ' 014' and 14 are one item)"
             f"{_more(repeat.height)}. An item table has one row per item."

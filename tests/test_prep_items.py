@@ -353,6 +353,13 @@ DAT_ROWS = "".join(f"{1000 + i}::Film {i} (1999)::Drama\n" for i in range(4000))
         ),
         pytest.param(
             "items.csv",
+            'item_id,genres,brand\n14,"a\nb",x\n7,c,y\n99,d,z\n7,e,w\n',
+            {"multi": ["genres"], "categorical": ["brand"]},
+            ["items.csv, line 4 and line 6", "the item id '7' is on two rows"],
+            id="lines-after-a-quoted-newline",
+        ),
+        pytest.param(
+            "items.csv",
             "item_id,genres,genres\n14,a,b\n7,c,d\n",
             {"multi": ["genres"]},
             ["items.csv, line 1", "names the column 'genres' twice"],
