@@ -74,6 +74,8 @@ def read_item_table(path: str | Path, fmt: Mapping[str, Any]) -> ItemTable:
         .with_columns(_attribute(raw, name, kind, path, fmt) for name, kind in kinds.items())
         .collect()
     )
+    if frame.height == 0:
+        raise PrepError(f"Item table {path} has no rows (a header only, or blank lines).")
     _check_ids(frame, raw, path, fmt)
     return ItemTable(
         path=path,

@@ -163,8 +163,11 @@ def _resolve_items(out: dict[str, Any]) -> None:
                 "items_format out."
             )
     else:
-        if not isinstance(out["items"], (str, Path)):
-            raise PrepError(f"Option items must be a path, got {out['items']!r}.")
+        if not isinstance(out["items"], (str, Path)) or not str(out["items"]).strip():
+            raise PrepError(
+                f"Option items must be the item table's path, got {out['items']!r}; give the "
+                "file, or leave items out."
+            )
         out["items"] = str(out["items"])
         out["items_format"] = load_item_format(fmt or "csv")
     out["item_buckets"] = option_int("item_buckets", out["item_buckets"], 1)

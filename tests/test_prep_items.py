@@ -253,6 +253,12 @@ def test_the_item_table_changes_the_fingerprint_and_its_options_only_with_one(tm
             id="working-column-name-as-id",
         ),
         pytest.param(
+            "item_id,genres\n\n",
+            {"multi": ["genres"]},
+            ["Item table", "items.csv has no rows"],
+            id="header-only",
+        ),
+        pytest.param(
             "item_id,g\n14,a\n",
             {"multi": ["g"], "categorical": ["g"]},
             ["names the attribute 'g' twice"],
@@ -438,11 +444,13 @@ def test_a_float_id_that_is_no_id_is_refused_naming_its_row(tmp_path):
         ("log.csv", "nonesuch", ["Unknown items_format 'nonesuch'", "movielens_dat"]),
         (None, "movielens_dat", ["items_format=movielens_dat needs items=<item table file>"]),
         ("log.csv", {"encoding": "klingon"}, ["items_format.encoding='klingon'"]),
+        ("", "csv", ["Option items must be the item table's path, got ''"]),
+        ("  ", "csv", ["must be the item table's path"]),
     ],
 )
 def test_wrong_item_options_are_refused_before_any_work(tmp_path, items, fmt, fragments):
     log = write(tmp_path, "log.csv", LOG)
-    path = None if items is None else str(tmp_path / items)
+    path = None if items is None else str(tmp_path / items) if items.strip() else items
     refused(tmp_path, log, fragments, items=path, items_format=fmt)
 
 
