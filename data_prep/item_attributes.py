@@ -120,9 +120,16 @@ def _bucketed(values: pl.Series, buckets: int) -> tuple[pl.Series, dict[str, Any
     bucket = pl.sum_horizontal(pl.lit(1, pl.Int64), *((col >= e).cast(pl.Int64) for e in edges))
     code = pl.when(col.is_null()).then(schema.PAD).otherwise(bucket).cast(pl.Int64)
     bounds = [-math.inf, *edges, math.inf]
-    labels = [f"[{lo:g}, {hi:g})" for lo, hi in pairwise(bounds)]
+    labels = [f"[{_exact(lo)}, {_exact(hi)})" for lo, hi in pairwise(bounds)]
     described = {**_described(schema.NUMERIC_BUCKETED, labels), "edges": edges}
     return values.to_frame().select(code.alias(values.name)).to_series(), described
+
+
+def _exact(edge: float) -> str:
+    """An edge as its shortest exact text (1000001, not 1e+06: two buckets never read alike)."""
+    if math.isfinite(edge) and edge.is_integer() and abs(edge) < 2**53:
+        return str(int(edge))
+    return repr(edge)
 
 
 def _described(kind: str, vocab: list[Any]) -> dict[str, Any]:

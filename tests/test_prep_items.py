@@ -149,6 +149,23 @@ def test_numeric_columns_are_quantile_buckets_with_missing_values_pad(tmp_path):
     assert [codes[i] for i in range(1, 23)] == [1] * 5 + [2] * 5 + [3] * 5 + [4] * 5 + [0, 0]
 
 
+@pytest.mark.parametrize(
+    ("prices", "labels"),
+    [
+        ([1000001, 1000002, 1000003, 1000004], ["[1000002, 1000003)", "[1000003, 1000004)"]),
+        ([0.1000001, 0.1000002, 0.1000003, 0.1000004], ["[0.1000002, 0.1000003)"]),
+    ],
+)
+def test_bucket_labels_are_exact(tmp_path, prices, labels):
+    """Close edges never print alike: a label names its bucket."""
+    log = write(tmp_path, "log.csv", LOG)
+    rows = "".join(f"{item},{price}\n" for item, price in zip([14, 7, 3, 99], prices, strict=True))
+    table_file = write(tmp_path, "items.csv", "item_id,price\n" + rows)
+    meta = run(tmp_path, log, items=table_file, items_format={"numeric": ["price"]}, item_buckets=4)
+    words = vocab(meta, "price")
+    assert len(set(words)) == len(words) and set(labels) <= set(words)
+
+
 def test_few_distinct_values_get_a_bucket_each_and_ties_merge_buckets(tmp_path):
     log = write(tmp_path, "log.csv", LOG)
     table_file = write(tmp_path, "items.csv", "item_id,price\n14,2\n7,2\n99,5\n3,5\n")
