@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from recsys_seq.checkpoint import CheckpointError, open_checkpoint
+from recsys_seq.checkpoint import CheckpointError, load, open_checkpoint
 from recsys_seq.core.options import OptionError
 from recsys_seq.data import PaddedBatchCollator, Stage, WindowDataset
 from recsys_seq.data.options import data_options
@@ -245,6 +245,8 @@ def test_one_command_trains_a_retriever_per_fold_and_its_checkpoint_evaluates_al
     assert ranker.rerank.options.cross_fit == 2
     for saved in (run_dir / "checkpoints").glob("*.ckpt"):  # each fold has its own checkpoint
         assert fold_weights(saved) == [], saved
+    served = load(metrics["checkpoint"])  # what serving and export build: no fold retriever
+    assert len(served.fold_retrievers) == 0 and not served.training
     assert ranker.data.cross_fit_fold is None  # the ranker trains on every user
     as_tested = [f"ckpt_path={metrics['checkpoint']}", "trainer.limit_test_batches=2"]
     again, _ = evaluate(compose_config("eval", tmp_path / "eval", as_tested))
