@@ -19,7 +19,7 @@ import polars as pl
 
 from data_prep import ids, schema, steps
 from data_prep.formats import has_clock, source_column
-from data_prep.lines import parse_error, where
+from data_prep.lines import first_misfit, parse_error, where
 from data_prep.prep_error import PrepError
 from data_prep.readers import scan_source
 from data_prep.schema import ROW
@@ -27,6 +27,24 @@ from data_prep.schema import ROW
 # later than any real behaviour log: 2100-01-01 in each unit; larger values mean a wrong unit
 LATEST = {"s": 4_102_444_800, "ms": 4_102_444_800_000, "us": 4_102_444_800 * 10**6}
 LATEST["ns"] = 4_102_444_800 * 10**9
+
+
+def check_records(path: Path, fmt: Mapping[str, Any]) -> None:
+    """Every record of a delimited log has the header's (or ``format.names``') number of
+    fields, wherever it is: the sniff reads the file's head only, and past it a parser pads a
+    short row with nulls (an event type or category silently missing) and a line split on
+    ``::`` shifts its fields (a rating read as the clock)."""
+    reader = fmt.get("reader", "csv")
+    if reader not in ("csv", "diginetica"):
+        return
+    separator = fmt.get("separator", ";" if reader == "diginetica" else ",")
+    names = fmt.get("names") if reader == "csv" else None
+    has_header = reader == "diginetica" or bool(fmt.get("has_header", True))
+    quote = fmt.get("quote_char", '"') if len(separator) == 1 else None
+    misfit = first_misfit(path, separator, quote, has_header, len(names) if names else None)
+    if misfit is not None:
+        what = f"format.names {list(names)}" if names else "the header (line 1)"
+        raise PrepError(f"{path}, {misfit.describe(separator, what)}")
 
 
 def check_values(

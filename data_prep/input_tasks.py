@@ -91,6 +91,7 @@ def check_file(path: Path, cfg: Mapping[str, Any]) -> FileFacts:
     that ``min_rating`` will filter on), errors naming this file and its line."""
     fmt, drop = cfg["format"], cfg["null_ids"] == "drop"
     with reading(path, fmt):
+        checks.check_records(path, fmt)
         raw = scan(path, fmt)
         profile = checks.check_values(raw.with_row_index(ROW), path, fmt, drop)
         if cfg["min_rating"] is not None:

@@ -29,7 +29,15 @@ from typing import Any
 
 import polars as pl
 
-from data_prep.lines import INFER_ROWS, file_lines, nonblank, text_fields, where
+from data_prep.lines import (
+    INFER_ROWS,
+    file_lines,
+    first_misfit,
+    nonblank,
+    records,
+    text_fields,
+    where,
+)
 from data_prep.prep_error import PrepError
 from data_prep.schema import ROW
 from data_prep.sniff import ITEM_TABLE, check_file
@@ -79,32 +87,6 @@ def read_delimited(path: Path, fmt: Mapping[str, Any]) -> pl.LazyFrame:
     return lf
 
 
-def records(source: Path | io.BytesIO, separator: str, quote: str | None) -> pl.DataFrame:
-    """The file's records as the parser finds them, header included: ``line`` (the first line
-    of each), ``text`` and its number of ``fields``. A line inside an open quote continues
-    the record before it, and separators inside quotes split nothing."""
-    lines = file_lines(source)
-    text = pl.col("text").fill_null("")
-    if quote:
-        quotes = text.str.count_matches(quote, literal=True)
-        continues = (quotes.cum_sum() - quotes) % 2 == 1  # an odd count of quotes before it
-        lines = (
-            lines.with_columns((~continues).cum_sum().alias("record"))
-            .group_by("record", maintain_order=True)
-            .agg(pl.col("line").first(), text.str.join("\n"))
-        )
-        q = re.escape(quote)
-        unquoted = text.str.replace_all(f"{q}(?:[^{q}]|{q}{q})*{q}", "")
-    else:
-        unquoted = text
-    found = lines.select(
-        "line", text, (unquoted.str.count_matches(separator, literal=True) + 1).alias("fields")
-    ).collect()
-    if isinstance(source, io.BytesIO):
-        source.seek(0)
-    return found
-
-
 def table_line(row: int, path: Path, fmt: Mapping[str, Any]) -> str:
     """:func:`data_prep.lines.where` for an item table: a delimited table's row is its record,
     which quoted newlines may spread over several lines."""
@@ -125,23 +107,10 @@ def _check_field_counts(
     has_header: bool,
     names: list[str] | None,
 ) -> None:
-    """Refuse the first non-blank record whose field count is not the header's (or
-    ``names``'), naming its line."""
-    counted = records(source, separator, quote)
-    if counted.height == 0:
-        return
-    expected = len(names) if names else counted["fields"][0]
-    body = counted.slice(1) if has_header else counted
-    wrong = body.filter((pl.col("text").str.strip_chars() != "") & (pl.col("fields") != expected))
-    if wrong.height:
-        line, text_read, fields = wrong.row(0)
+    misfit = first_misfit(source, separator, quote, has_header, len(names) if names else None)
+    if misfit is not None:
         what = f"the format's names {names}" if names else "the header (line 1)"
-        more = f" ({wrong.height:,} such records)" if wrong.height > 1 else ""
-        raise PrepError(
-            f"{path}, line {line}: {fields} fields separated by {separator!r}, but {what} has "
-            f"{expected}{more}. A missing or extra field, or a separator inside an unquoted "
-            f"value? Line {line} reads {text_read[:80]!r}."
-        )
+        raise PrepError(f"{path}, {misfit.describe(separator, what)}")
 
 
 def _check_header(lf: pl.LazyFrame, path: Path) -> None:

@@ -18,7 +18,9 @@ use these, which is why they sit below both; they read a format mapping's keys o
 from __future__ import annotations
 
 import io
+import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +63,95 @@ def file_lines(path: Path | io.BytesIO) -> pl.LazyFrame:
         infer_schema=False,
         truncate_ragged_lines=True,
     ).with_row_index("line", offset=1)
+
+
+def records(source: Path | io.BytesIO, separator: str, quote: str | None) -> pl.DataFrame:
+    """The file's records as the parser finds them, header included: ``line`` (the first line
+    of each), ``text`` and its number of ``fields``. A line inside an open quote continues
+    the record before it, and separators inside quotes split nothing."""
+    lines = file_lines(source)
+    text = pl.col("text").fill_null("")
+    if quote:
+        quotes = text.str.count_matches(quote, literal=True)
+        continues = (quotes.cum_sum() - quotes) % 2 == 1  # an odd count of quotes before it
+        lines = (
+            lines.with_columns((~continues).cum_sum().alias("record"))
+            .group_by("record", maintain_order=True)
+            .agg(pl.col("line").first(), text.str.join("\n"))
+        )
+    found = lines.select("line", text, _fields(text, separator, quote)).collect()
+    if isinstance(source, io.BytesIO):
+        source.seek(0)
+    return found
+
+
+@dataclass(frozen=True)
+class Misfit:
+    """A record whose field count is not the header's (or the names')."""
+
+    line: int
+    text: str
+    fields: int
+    expected: int
+    count: int  # such records in the file
+
+    def describe(self, separator: str, what: str) -> str:
+        more = f" ({self.count:,} such records)" if self.count > 1 else ""
+        return (
+            f"line {self.line}: {self.fields} fields separated by {separator!r}, but {what} has "
+            f"{self.expected}{more}. A missing or extra field, or a separator inside an "
+            f"unquoted value? Line {self.line} reads {self.text[:80]!r}."
+        )
+
+
+def first_misfit(
+    source: Path | io.BytesIO,
+    separator: str,
+    quote: str | None,
+    has_header: bool,
+    expected: int | None,
+) -> Misfit | None:
+    """The first non-blank record (after the header) whose field count is not ``expected``
+    (None: the header's), counting as the parser does: a parser pads a short record's last
+    columns with nulls, and a split line's fields shift, without a word. A file without a
+    quoted newline is checked line by line in one streaming pass; one with quoted newlines
+    is grouped into records in memory (:func:`records`)."""
+    lines = file_lines(source)
+    text = pl.col("text").fill_null("")
+    quotes = text.str.count_matches(quote, literal=True) if quote else pl.lit(0)
+    spread = quote and lines.filter(quotes % 2 == 1).head(1).collect(engine="streaming").height
+    if isinstance(source, io.BytesIO):
+        source.seek(0)
+    if spread:
+        counted = records(source, separator, quote).lazy()
+    else:
+        counted = lines.select("line", text, _fields(text, separator, quote))
+    present = pl.col("text").str.strip_chars() != ""
+    if expected is None:  # the header's, or the first record's
+        head = counted.filter(present).head(1).collect()
+        if head.height == 0:
+            return None
+        expected = head["fields"][0]
+    wrong = counted.filter(
+        (pl.col("line") > int(has_header)) & present & (pl.col("fields") != expected)
+    )
+    found = wrong.select(
+        pl.first("line"), pl.first("text"), pl.first("fields"), pl.len().alias("count")
+    ).collect(engine="streaming")
+    if isinstance(source, io.BytesIO):
+        source.seek(0)
+    if found["count"][0] == 0:
+        return None
+    line, text_read, fields, count = found.row(0)
+    return Misfit(line, text_read, fields, expected, count)
+
+
+def _fields(text: pl.Expr, separator: str, quote: str | None) -> pl.Expr:
+    """The number of fields of a record's ``text``: separators outside quotes, plus one."""
+    if quote:
+        q = re.escape(quote)
+        text = text.str.replace_all(f"{q}(?:[^{q}]|{q}{q})*{q}", "")
+    return (text.str.count_matches(separator, literal=True) + 1).alias("fields")
 
 
 def nonblank() -> pl.Expr:

@@ -111,10 +111,10 @@ def _check_fields(lines: list[str], path: Path, fmt: Mapping[str, Any], role: Ro
     """Separator and field count of the sniffed lines against the header or ``names``."""
     sep = fmt.get("separator", ";" if fmt.get("reader") == "diginetica" else ",")
     quote = fmt.get("quote_char", '"')
-    lines = [ln for ln in lines if ln.strip()]
-    if not lines:
+    numbered = [(number, ln) for number, ln in enumerate(lines, start=1) if ln.strip()]
+    if not numbered:
         return
-    first = lines[0]
+    first = numbered[0][1]
     names = fmt.get("names")
     expected = len(names) if names else len(first.split(sep))
     found = [s for s in COMMON_SEPARATORS if s != sep and s in first]
@@ -123,12 +123,16 @@ def _check_fields(lines: list[str], path: Path, fmt: Mapping[str, Any], role: Ro
         if found:
             hint = f"; it contains {found[0]!r}: set {role.option}.separator={found[0]!r}?"
         raise PrepError(
-            f"{path}, line 1: no {sep!r} separator ({role.option} {fmt.get('name')!r} expects "
-            f"{expected} fields separated by {sep!r}){hint} Line 1 reads {first[:80]!r}."
+            f"{path}, line {numbered[0][0]}: no {sep!r} separator ({role.option} "
+            f"{fmt.get('name')!r} expects {expected} fields separated by {sep!r}){hint} Line "
+            f"{numbered[0][0]} reads {first[:80]!r}."
         )
-    for number, line in enumerate(lines, start=1):
-        if quote and quote in line:
-            continue  # quoted fields may hold the separator; leave those lines to the parser
+    inside = False  # within a quoted value that spans lines
+    for number, line in numbered:
+        continued, quoted = inside, bool(quote) and quote in line
+        inside ^= bool(quote) and line.count(quote) % 2 == 1
+        if continued or quoted:
+            continue  # quoted values may hold separators and newlines: counted in full later
         fields = len(line.split(sep))
         if fields != expected:
             what = f"the format's names {list(names)}" if names else "the header (line 1)"

@@ -33,6 +33,11 @@ def write(tmp_path, name: str, content: str | bytes) -> str:
     return name
 
 
+# logs past the sniffed head (64 KiB): each line of WIDE is a full record of five fields
+WIDE = "user_id,item_id,timestamp,event_type,category\n" + "".join(
+    f"{i % 100},{i % 50},{1000 + i},view,c{i % 7}\n" for i in range(4000)
+)
+DAT = "".join(f"{i % 100}::{i % 50}::{1 + i % 5}::{978300000 + i}\n" for i in range(4000))
 CASES = {
     "missing_file": (None, [], ["not found", "nowhere.csv"]),
     "empty_file": (b"", [], ["log.csv", "empty"]),
@@ -70,6 +75,31 @@ CASES = {
     "unknown_option_value": (GOOD, ["dedup=sometimes"], ["dedup must be one of"]),
     "not_parquet": (GOOD, ["format=parquet"], ["log.csv", "not a Parquet"]),
     "bad_jsonl": (GOOD, ["format=jsonl"], ["log.csv", "JSON"]),
+    # a late short row: its event type and category would be silently missing
+    "late_short_row": (
+        WIDE + "7,3,999999\n",
+        [],
+        ["log.csv", "line 4002", "3 fields separated by ','", "the header (line 1) has 5"],
+    ),
+    "late_long_row": (WIDE + "7,3,999999,view,c1,9\n", [], ["line 4002", "6 fields"]),
+    # the sniff leaves quoted lines to the parser: counted in full, quotes read as it reads them
+    "quoted_short_row": (
+        'user_id,item_id,timestamp,event_type,category\n1,10,100,view,"a,b"\n1,"11",200\n',
+        [],
+        ["line 3", "3 fields"],
+    ),
+    "short_row_after_quoted_newline": (
+        'user_id,item_id,timestamp,event_type,category\n1,10,100,view,"a\nb"\n1,11,200,view\n',
+        [],
+        ["line 4", "4 fields"],
+    ),
+    # a late ratings.dat line with a field too many: its rating would be read as the clock
+    "late_dat_line_with_an_extra_field": (
+        DAT + "7::123::4::5::978309999\n",
+        ["format=movielens_dat"],
+        ["line 4001", "5 fields separated by '::'", "format.names"],
+    ),
+    "late_dat_line_short": (DAT + "7::123::4\n", ["format=movielens_dat"], ["line 4001"]),
 }
 
 
@@ -102,6 +132,18 @@ def test_failure_keeps_previous_output_and_drops_stale_folders(monkeypatch, caps
     assert code == 2 and "line 3" in err
     assert {p.name: p.read_bytes() for p in (tmp_path / "out").iterdir()} == before
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+
+
+def test_quoted_separators_and_newlines_in_a_log_are_values(tmp_path):
+    """Valid CSV: a category holding the separator and a newline is one value, and the sniff
+    does not count the lines of a quoted value as records."""
+    src = tmp_path / "log.csv"
+    src.write_text(
+        "user_id,item_id,timestamp,event_type,category\n"
+        '1,10,100,view,"a,b"\n1,11,200,view,"multi\nline\nc"\n1,12,300,buy,d\n'
+    )
+    meta = prepare({"input": src, "output": tmp_path / "o", "min_user_events": 1})
+    assert meta["events"] == 3
 
 
 def test_null_ids_drop_skips_rows(tmp_path):
