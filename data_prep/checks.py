@@ -59,7 +59,8 @@ def check_values(
         raw: the canonical log (:func:`data_prep.formats.scan`) with the row number ``ROW``.
         drop_null_ids: missing ids are dropped later (``null_ids=drop``) instead of an error.
     Returns:
-        ``rows`` and, for a log with a clock, ``min_time`` / ``max_time``.
+        ``rows``, ``without_ids`` (rows missing a user or an item id: refused unless
+        ``drop_null_ids``) and, for a log with a clock, ``min_time`` / ``max_time``.
     """
     user, item, ts = schema.RAW_USER, schema.RAW_ITEM, schema.RAW_TIMESTAMP
     clock = has_clock(fmt)
@@ -68,6 +69,7 @@ def check_values(
         pl.len().alias("rows"),
         pl.col(user).null_count().alias("null_user"),
         pl.col(item).null_count().alias("null_item"),
+        (pl.col(user).is_null() | pl.col(item).is_null()).sum().alias("without_ids"),
         pl.col(ts).null_count().alias("null_ts"),
         pl.col(ts).min().alias("min_time"),
         pl.col(ts).max().alias("max_time"),
@@ -124,7 +126,8 @@ def check_values(
                     f"{path}, {where(first, path, fmt)}: {message}"
                     f"{_count(count, first, column, path, fmt)}. {to_do}".strip()
                 )
-    return {k: row[k] for k in ("rows", "min_time", "max_time")} if clock else {"rows": row["rows"]}
+    kept = ("rows", "without_ids", *(("min_time", "max_time") if clock else ()))
+    return {k: row[k] for k in kept}
 
 
 _ID_NAMES = {schema.RAW_USER: "user id", schema.RAW_ITEM: "item id"}

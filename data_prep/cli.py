@@ -70,6 +70,7 @@ def summary(meta: dict[str, Any], output: str) -> None:
     rows = [
         ("users", f"{meta['users']:,}"),
         ("items", f"{meta['items']:,}"),
+        *_read(meta),
         ("events", f"{meta['events']:,}"),
         ("split", f"{meta['split']}{cut}"),
         (
@@ -85,6 +86,19 @@ def summary(meta: dict[str, Any], output: str) -> None:
     columns = [Column("figure"), Column("value", right=True)]
     print_table(columns, rows, title=f"prepared {meta['name']}", header=False)
     print(f"output: {Path(output).resolve()}")
+
+
+def _read(meta: dict[str, Any]) -> list[tuple[str, str]]:
+    """The log's rows, and those dropped for a missing id (none in folders of older
+    versions, which did not count them)."""
+    if "rows_read" not in meta:
+        return []
+    return [
+        (
+            "rows read / without ids (dropped)",
+            f"{meta['rows_read']:,} / {meta['rows_without_ids']:,}",
+        )
+    ]
 
 
 def _item_rows(meta: dict[str, Any]) -> list[tuple[str, str]]:

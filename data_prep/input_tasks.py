@@ -82,6 +82,7 @@ class FileFacts:
     """What :func:`check_file` found in one input file."""
 
     rows: int
+    without_ids: int  # rows missing a user or an item id (null_ids=drop drops them)
     min_time: int | None  # None for a log without a clock
     max_time: int | None
 
@@ -96,7 +97,9 @@ def check_file(path: Path, cfg: Mapping[str, Any]) -> FileFacts:
         profile = checks.check_values(raw.with_row_index(ROW), path, fmt, drop)
         if cfg["min_rating"] is not None:
             checks.check_ratings(raw, path, fmt, cfg["min_rating"], drop)
-    return FileFacts(profile["rows"], profile.get("min_time"), profile.get("max_time"))
+    return FileFacts(
+        profile["rows"], profile["without_ids"], profile.get("min_time"), profile.get("max_time")
+    )
 
 
 def _selected(file: LogFile, cfg: Mapping[str, Any]) -> pl.LazyFrame:

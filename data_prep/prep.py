@@ -277,6 +277,8 @@ def prepare(cfg: Mapping[str, Any], stage=quiet) -> dict[str, Any]:
                     "loosen them or check the column mapping."
                 )
             items, meta = result.items, make_meta(cfg, result, fp, sha)
+            meta["rows_read"] = starts[-1]  # before ids, filters, dedup and truncation
+            meta["rows_without_ids"] = sum(c.without_ids for c in checked)  # null_ids=drop
             if table is not None:
                 with stage(f"joining the item table {table.path.name}"):
                     attached = item_attributes.attach(

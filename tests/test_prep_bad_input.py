@@ -153,6 +153,7 @@ def test_null_ids_drop_skips_rows(tmp_path):
         {"input": src, "output": tmp_path / "o", "null_ids": "drop", "min_user_events": 1}
     )
     assert meta["events"] == 5 and read_meta(tmp_path / "o")["users"] == 2
+    assert (meta["rows_read"], meta["rows_without_ids"]) == (6, 1)  # what was dropped, counted
 
 
 def test_cli_subprocess_reports_without_traceback(tmp_path):
