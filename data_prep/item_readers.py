@@ -31,6 +31,7 @@ import polars as pl
 
 from data_prep.lines import (
     INFER_ROWS,
+    check_header,
     file_lines,
     first_misfit,
     nonblank,
@@ -83,7 +84,7 @@ def read_delimited(path: Path, fmt: Mapping[str, Any]) -> pl.LazyFrame:
         quote_char=quote,
         infer_schema=False,
     )
-    _check_header(lf, path)
+    check_header(lf, path)
     return lf
 
 
@@ -111,22 +112,6 @@ def _check_field_counts(
     if misfit is not None:
         what = f"the format's names {names}" if names else "the header (line 1)"
         raise PrepError(f"{path}, {misfit.describe(separator, what)}")
-
-
-def _check_header(lf: pl.LazyFrame, path: Path) -> None:
-    """Refuse a header that names a column twice (the parser would rename the second)."""
-    found = lf.collect_schema().names()
-    repeated = [
-        name for name in found if (base := DUPLICATE.sub("", name)) != name and base in found
-    ]
-    if repeated:
-        raise PrepError(
-            f"{path}, line 1: the header names the column "
-            f"{DUPLICATE.sub('', repeated[0])!r} twice; give each column its own name."
-        )
-
-
-DUPLICATE = re.compile(r"_duplicated_\d+$")  # the parser's name for a header's repeat
 
 
 def read_parquet(path: Path, fmt: Mapping[str, Any]) -> pl.LazyFrame:

@@ -154,6 +154,22 @@ def _fields(text: pl.Expr, separator: str, quote: str | None) -> pl.Expr:
     return (text.str.count_matches(separator, literal=True) + 1).alias("fields")
 
 
+def check_header(lf: pl.LazyFrame, path: Path) -> None:
+    """Refuse a header that names a column twice (the parser would rename the second)."""
+    found = lf.collect_schema().names()
+    repeated = [
+        name for name in found if (base := DUPLICATE.sub("", name)) != name and base in found
+    ]
+    if repeated:
+        raise PrepError(
+            f"{path}, line 1: the header names the column "
+            f"{DUPLICATE.sub('', repeated[0])!r} twice; give each column its own name."
+        )
+
+
+DUPLICATE = re.compile(r"_duplicated_\d+$")  # the parser's name for a header's repeat
+
+
 def nonblank() -> pl.Expr:
     return pl.col("text").str.strip_chars().fill_null("") != ""
 

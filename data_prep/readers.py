@@ -24,7 +24,7 @@ from typing import Any
 import polars as pl
 
 from data_prep import schema
-from data_prep.lines import INFER_ROWS, int_columns, parse_error, text_fields
+from data_prep.lines import INFER_ROWS, check_header, int_columns, parse_error, text_fields
 from data_prep.prep_error import PrepError
 
 CANONICAL = (
@@ -138,6 +138,7 @@ def read_csv(path: Path, fmt: Mapping[str, Any]) -> pl.LazyFrame:
             quote_char=fmt.get("quote_char", '"'),
             infer_schema_length=INFER_ROWS,
         )
+        check_header(lf, path)
     else:
         # polars separators are one byte: split each line on the multi-character separator
         if has_header or not names:

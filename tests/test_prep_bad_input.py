@@ -99,6 +99,11 @@ CASES = {
         ["format=movielens_dat"],
         ["line 4001", "5 fields separated by '::'", "format.names"],
     ),
+    "repeated_header_column": (
+        "user_id,item_id,timestamp,item_id\n1,10,100,90\n1,11,200,91\n",
+        [],
+        ["log.csv, line 1", "names the column 'item_id' twice"],
+    ),
     "late_dat_line_short": (DAT + "7::123::4\n", ["format=movielens_dat"], ["line 4001"]),
 }
 
