@@ -17,6 +17,8 @@ use these, which is why they sit below both; they read a format mapping's keys o
 
 from __future__ import annotations
 
+import codecs
+import gzip
 import io
 import re
 from collections.abc import Mapping
@@ -241,7 +243,9 @@ def parse_error(err: BaseException, path: Path, fmt: Mapping[str, Any]) -> PrepE
             "file cut short, a copy that did not finish, a storage error); copy it again."
         )
     reader = fmt.get("reader", "csv")
-    if reader == "jsonl":
+    if "utf-8" in message.lower() and reader != "parquet":
+        located = _locate_bad_utf8(path)
+    elif reader == "jsonl":
         located = _locate_json_line(path, fmt)
     elif reader == "user_lines" or (reader == "csv" and len(fmt.get("separator", ",")) > 1):
         located = _locate_text_field(path, fmt)
@@ -253,6 +257,24 @@ def parse_error(err: BaseException, path: Path, fmt: Mapping[str, Any]) -> PrepE
         + " "
         + _HINTS.get(reader, _HINTS["csv"])
     )
+
+
+def _locate_bad_utf8(path: Path) -> str | None:
+    """Where the first bytes that are not UTF-8 text are, read in blocks (a log may be larger
+    than memory); None if the file decodes."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    with open(path, "rb") as head:
+        opener = gzip.open if head.read(2) == b"\x1f\x8b" else open
+    lines_before = 0
+    with opener(path, "rb") as file:
+        while block := file.read(1 << 20):
+            try:
+                decoder.decode(block)
+            except UnicodeDecodeError as err:
+                line = lines_before + block[: max(err.start, 0)].count(b"\n") + 1
+                return f"line {line}: bytes that are not UTF-8 text. Convert the file to UTF-8."
+            lines_before += block.count(b"\n")
+    return None
 
 
 _HINTS = {

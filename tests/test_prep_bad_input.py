@@ -99,6 +99,11 @@ CASES = {
         ["format=movielens_dat"],
         ["line 4001", "5 fields separated by '::'", "format.names"],
     ),
+    "late_byte_that_is_not_utf_8": (
+        WIDE.encode() + b"7,3,999999,view,caf\xe9\n",
+        [],
+        ["log.csv", "line 4002", "not UTF-8 text"],
+    ),
     "repeated_header_column": (
         "user_id,item_id,timestamp,item_id\n1,10,100,90\n1,11,200,91\n",
         [],
