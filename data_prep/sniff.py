@@ -77,6 +77,11 @@ def check_file(path: Path, fmt: Mapping[str, Any], role: Role = LOG) -> None:
     lines = [ln.rstrip("\r") for ln in (lines if complete else lines[:-1])]
     if reader == "jsonl":
         first = next((ln for ln in lines if ln.strip()), "")
+        if first.startswith("\ufeff"):  # the JSON reader reads none
+            raise PrepError(
+                f"{path} starts with a UTF-8 byte-order mark, which JSON lines may not hold "
+                f"({role.option} {name!r}); save the file without it."
+            )
         if not first.lstrip().startswith("{"):
             raise PrepError(
                 f"{path}, line 1: expected one JSON object per line ({role.option} {name!r}), "

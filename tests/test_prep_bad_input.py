@@ -104,6 +104,11 @@ CASES = {
         [],
         ["log.csv", "line 4002", "not UTF-8 text"],
     ),
+    "json_lines_with_a_byte_order_mark": (
+        b'\xef\xbb\xbf{"user_id": 1, "item_id": 10, "timestamp": 100}\n',
+        ["format=jsonl"],
+        ["log.csv starts with a UTF-8 byte-order mark", "without it"],
+    ),
     "repeated_header_column": (
         "user_id,item_id,timestamp,item_id\n1,10,100,90\n1,11,200,91\n",
         [],
