@@ -128,7 +128,7 @@ def first_misfit(
         counted = records(source, separator, quote).lazy()
     else:
         counted = lines.select("line", text, _fields(text, separator, quote))
-    present = pl.col("text").str.strip_chars() != ""
+    present = nonblank()
     if expected is None:  # the header's, or the first record's
         head = counted.filter(present).head(1).collect()
         if head.height == 0:
