@@ -11,7 +11,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from recsys_seq.data.facts import DataFacts
-from recsys_seq.metrics import BeyondAccuracyMetrics, top_items
+from recsys_seq.metrics import BeyondAccuracyMetrics, top_items, top_scored
 from recsys_seq.metrics.beyond_accuracy import gini, long_tail
 from recsys_seq.models import PopularityRecommender, build_model, model_spec
 from recsys_seq.models.two_stage import Candidates
@@ -101,6 +101,23 @@ def test_lists_break_ties_to_the_lower_item_and_never_hold_pad_or_excluded_items
     metric.update(items, valid)
     assert metric.recommended.tolist() == [[2, 1, 1, 1, 1, 1]]  # items 1..6: PAD has no column
     assert metric.compute()["coverage@50"].item() == 1.0
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_list_is_the_stable_sort_of_its_row_alone_or_in_any_batch(seed):
+    """Heavy ties (seven values, infinities among them) at every cut-off: each row's list is
+    the first k of Python's stable descending sort, alone and within the batch."""
+    generator = torch.Generator().manual_seed(seed)
+    values = torch.tensor([INF, -1.0, -0.0, 0.0, 0.5, 2.0, float("inf")])
+    scores = values[torch.randint(0, len(values), (24, 37), generator=generator)]
+    for k in (1, 5, 20, 37, 60):
+        top, items = top_scored(scores, k)
+        for row in range(scores.shape[0]):
+            expected = sorted(range(37), key=lambda i: -float(scores[row, i]))[:k]
+            assert items[row].tolist() == expected
+            assert top[row].tolist() == scores[row, expected].tolist()
+            alone = top_scored(scores[row : row + 1], k)[1][0]
+            assert torch.equal(alone, items[row])
 
 
 def test_a_user_with_nothing_rankable_is_no_user():

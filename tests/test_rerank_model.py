@@ -172,6 +172,52 @@ def test_the_pipeline_ranks_every_user_once_and_counts_candidate_recall():
     assert f"hr@{K}" in task.retriever_metrics["val"].compute()
 
 
+def tied_scores(network) -> None:
+    """Gives ``network`` three distinct scores per user: item i scores ``(i % 3) * h_u``, so
+    ten or more items tie at every cut-off, exactly in any kernel (a vector's one non-zero
+    entry: the dot product is one product and zeros)."""
+    with torch.no_grad():
+        vectors = network.embedder.vectors.weight  # (N + 1, D)
+        vectors.zero_()[:, 0] = torch.arange(len(vectors)) % 3
+
+
+def reference_list(scores: torch.Tensor, k: int) -> list[int]:
+    """A row's best ``k`` rankable items, equal scores by lower index (Python's stable sort)."""
+    rankable = [i for i in range(len(scores)) if scores[i] > float("-inf")]
+    return sorted(rankable, key=lambda i: -float(scores[i]))[:k]
+
+
+@pytest.mark.parametrize("exclude_history", [True, False])
+def test_a_users_candidates_and_served_list_never_depend_on_its_batch_mates(exclude_history):
+    """``torch.topk`` picks among equal scores by the batch's shape: the candidates, the final
+    ranking and the served list must be the same for a user alone and in any batch (else
+    DDP's batch mates change the metrics), equal scores by lower item index."""
+    task = two_stage(seed=2, exclude_history=exclude_history)
+    tied_scores(task.retriever)
+    one = build_model(specs(exclude_history=exclude_history)[1].retriever).eval()
+    one.model.load_state_dict(task.retriever.state_dict())
+    batch = batches(Stage.TEST, batch_size=32)[0]
+    exclude = batch["items"] if exclude_history else None
+    with torch.no_grad():
+        together = task.candidates(batch, exclude)
+        served = task.serve(batch, 2 * K, exclude_history)
+        one_stage = one.serve(batch, K, exclude_history)
+        for row in range(batch["items"].shape[0]):
+            alone = {key: value[row : row + 1] for key, value in batch.items()}
+            both = task.candidates(alone, alone["items"] if exclude_history else None)
+            scores = both.retriever_scores[0]
+            assert (scores == scores[both.items[0, -1]]).sum() > 1  # a tie at the cut-off
+            assert both.items[0].tolist() == reference_list(scores, K)
+            assert torch.equal(together.items[row], both.items[0])
+            again = task.serve(alone, 2 * K, exclude_history)["items"][0]
+            assert torch.equal(served["items"][row], again)
+            assert (
+                served["items"][row, K:].tolist()
+                == [i for i in reference_list(scores, 2 * K) if i not in both.items[0].tolist()][:K]
+            )
+            assert one_stage["items"][row].tolist() == reference_list(scores, K)
+
+
 # -- training ----------------------------------------------------------------------------
 
 

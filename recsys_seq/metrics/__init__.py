@@ -5,7 +5,7 @@ from recsys_seq.metrics.auc import SampledAUC
 from recsys_seq.metrics.beyond_accuracy import BeyondAccuracyMetrics
 from recsys_seq.metrics.ranking import RankingMetrics, target_rank
 from recsys_seq.metrics.sampled import SampledMetrics
-from recsys_seq.metrics.top_k import top_items
+from recsys_seq.metrics.top_k import top_items, top_scored
 
 __all__ = [
     "BeyondAccuracyMetrics",
@@ -14,4 +14,5 @@ __all__ = [
     "SampledMetrics",
     "target_rank",
     "top_items",
+    "top_scored",
 ]

@@ -1,36 +1,50 @@
-"""Each user's top-K list as the beyond-accuracy metrics read it: one ``torch.topk`` per
-batch, on device, with exact ties broken towards the lower item index.
+"""Each user's top-K list, as the beyond-accuracy metrics read it, a two-stage pipeline takes
+its candidates and a model serves: the first K of a stable descending sort of the scores
+(equal scores towards the lower item index), on device, without a host sync.
 
 ``torch.topk`` alone leaves the order of equal scores to its kernel, which differs between
-CPU and GPU and may depend on the batch's shape; for ranking metrics that is harmless (the
-target's rank counts ties pessimistically), but which items fill a list decides coverage and
-Gini, and the popularity baseline scores many items exactly alike (the same training count).
-Ranking a key that holds the score in its high bits and the reversed item index in its low
-bits makes every key distinct: the lists are the first K of a stable descending sort of the
-scores, on every device, in every batch, and a user's list never depends on the other users.
+CPU and GPU and depends on the batch's shape (on CPU, the same row picks other tied items in
+a batch of 1 and in a batch of 64). For ranking metrics that is harmless (the target's rank
+counts ties pessimistically), but which items fill a list decides coverage and Gini, which
+candidates a ranker sees and what a user is served: a user's list would change with its
+batch mates, and evaluation under DDP (other batch mates) would differ from one process. The
+popularity baseline scores many items exactly alike (the same training count), and so does a
+model at low precision.
+
+The values of ``torch.topk`` are exact whatever the kernel; only which of several equal
+items it returns, and in which order, are the kernel's. So its K-th value is a sure
+threshold: every item above it is in the list, the seats left go to the tied items of lowest
+index (a second ``topk``, of distinct column numbers), and the K chosen items are sorted by
+column, then stably by score. That costs about three plain ``topk`` of the same scores
+(as much as one ``topk`` over 64-bit keys of score and column), and every step is
+traceable, so exported programs rank the same way.
 """
 
 from __future__ import annotations
 
 import torch
 
-LOW_BITS = 32  # the item index's part of the key (catalogues below 2**32 items)
 
+def top_scored(scores: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``torch.topk(scores, k, dim=1)`` with equal scores in column order: ``(values, items)``,
+    each ``(B, min(k, C))``, best first.
 
-def sortable_keys(scores: torch.Tensor) -> torch.Tensor:
-    """``(B, C)`` int64 keys ordered as ``scores (B, C)`` (float32), then by lower column.
-
-    A float32's bits read as an int32 keep the float order for positive numbers and reverse
-    it for negative ones; flipping a negative number's magnitude bits puts them in order.
-    ``+ 0.0`` turns ``-0.0`` into ``0.0``, which compares equal as a float and must as a key.
+    Args:
+        scores: ``(B, C)`` scores, never NaN.
+        k: list length; more than ``C`` gives ``C``.
     """
-    # in place where possible: evaluation holds a (B, N + 1) score matrix already
-    bits = (scores.float() + 0.0).view(torch.int32)  # (B, C), a copy
-    negative = (bits >> 31).bitwise_and_(0x7FFFFFFF)  # (B, C): magnitude bits of negatives
-    ordered = bits.bitwise_xor_(negative)  # (B, C) int32, in the scores' order
-    columns = scores.shape[1]
-    reversed_index = columns - 1 - torch.arange(columns, device=scores.device)  # (C,)
-    return ordered.long().bitwise_left_shift_(LOW_BITS).add_(reversed_index)  # (B, C)
+    k = min(k, scores.shape[1])
+    values, items = scores.topk(k, dim=1)  # (B, k)
+    threshold = values[:, -1:]  # (B, 1): the K-th best score
+    columns = torch.arange(scores.shape[1], device=scores.device)  # (C,)
+    tied = torch.where(scores == threshold, columns, scores.shape[1])  # (B, C): C if not tied
+    tied = tied.topk(k, dim=1, largest=False).values  # (B, k): the tied columns, lowest first
+    above = values > threshold  # (B, k): a prefix of each row
+    seat = torch.arange(k, device=scores.device) - above.sum(1, keepdim=True)  # (B, k)
+    items = torch.where(above, items, tied.gather(1, seat.clamp(min=0)))  # (B, k): the list
+    items = items.sort(dim=1).values  # column order, kept among equal scores by:
+    values, order = scores.gather(1, items).sort(dim=1, descending=True, stable=True)
+    return values, items.gather(1, order)
 
 
 def top_items(scores: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -46,6 +60,5 @@ def top_items(scores: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]
         holds an item at ``-inf`` (the row had fewer rankable items than the list has slots;
         such slots come last and are no recommendation).
     """
-    _, items = sortable_keys(scores).topk(min(k, scores.shape[1]), dim=1)  # (B, k)
-    valid = scores.gather(1, items) > float("-inf")
-    return items, valid
+    values, items = top_scored(scores, k)
+    return items, values > float("-inf")

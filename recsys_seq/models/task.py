@@ -11,6 +11,7 @@ from torchmetrics import MaxMetric
 
 from recsys_seq.core.options import OptionError
 from recsys_seq.data.facts import DataFacts
+from recsys_seq.metrics import top_scored
 from recsys_seq.models.losses import Loss
 from recsys_seq.models.network import NextItemModel
 from recsys_seq.models.ranking import RankingModule, rankable_scores
@@ -91,7 +92,7 @@ class NextItemTask(RankingModule):
         call, so one loaded model serves callers with different rules."""
         exclude = batch.get("seen", batch["items"]) if exclude_history else None
         scores = rankable_scores(self.score_next(batch), exclude)
-        values, items = torch.topk(scores, min(k, scores.shape[1] - 1), dim=1)
+        values, items = top_scored(scores, min(k, scores.shape[1] - 1))
         return {"user": batch["user"], "items": items, "scores": values}
 
     def configure_optimizers(self) -> Any:

@@ -53,7 +53,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from recsys_seq.data.facts import DataFacts
-from recsys_seq.metrics import RankingMetrics, SampledMetrics, top_items
+from recsys_seq.metrics import RankingMetrics, SampledMetrics, top_items, top_scored
 from recsys_seq.metrics.auc import SampledAUC
 from recsys_seq.models.losses import CandidateBCELoss, cut_visibility, positive_first_bce
 from recsys_seq.models.network import NextItemModel
@@ -172,7 +172,7 @@ class Reranker(nn.Module):
         and the ranker's scores of them."""
         retriever_scores = rankable_scores(self.retriever.score_next(batch), exclude)
         k = min(self.num_candidates, retriever_scores.shape[1] - 1)
-        top, items = retriever_scores.topk(k, dim=1)  # (B, K), best first
+        top, items = top_scored(retriever_scores, k)  # (B, K), best first, ties by index
         valid = top.isfinite()
         states = self.model.encode(batch)
         logits = self.model.score(states, batch["mask"][:, None, :], items).float()
@@ -465,7 +465,7 @@ class TwoStageTask(NextItemTask):
         items, scores = both.ranked()
         k = min(k, both.retriever_scores.shape[1] - 1)
         if k > items.shape[1]:
-            rest_scores, rest = both.retriever_scores.topk(k, dim=1)
+            rest_scores, rest = top_scored(both.retriever_scores, k)
             width = items.shape[1]
             items = torch.cat([items, rest[:, width:]], 1)
             scores = torch.cat([scores, rest_scores[:, width:]], 1)
