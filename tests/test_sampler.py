@@ -49,6 +49,10 @@ def test_evaluation_counts_every_sample_exactly_once(lengths, world):
     assert sorted(flat) == list(range(len(lengths)))
     if len(lengths) >= world:  # every rank takes part in the collective metric reduction
         assert all(per_rank)
+    alone = list(BucketBatchSampler(lengths, batch_size=8, shuffle=False, allow_repeats=False))
+    if len(alone) >= world:  # each user among the batch mates one process gives it
+        assert sorted(b for batches in per_rank for b in batches) == sorted(alone)
+        assert max(map(len, per_rank)) - min(map(len, per_rank)) <= 1
 
 
 @settings(max_examples=150, deadline=None)

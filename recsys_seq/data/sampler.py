@@ -13,14 +13,18 @@ How an epoch's batches are built (identically on every rank, from ``seed`` and `
    ``max_tokens // longest_in_bucket`` samples, so ``longest_in_batch * batch_size`` never
    exceeds the budget (a single window longer than the budget forms a batch on its own).
 4. The batch order is shuffled across buckets.
-5. Sharding: rank r takes batches ``r, r + W, r + 2W, ...``. Every rank must run the same
-   number of steps (unequal counts hang DDP training, and a rank without a single evaluation
-   batch would skip the collective metric reduction), so when the batch count is not a
-   multiple of W the largest batch is split in two, up to W - 1 times. Every sample is then
-   used exactly once per epoch and the ranks' batches stay disjoint. Only with fewer samples
-   than the rounded-up batch count (a toy dataset) does that fail: training then repeats its
-   first batches (``allow_repeats``), evaluation never repeats a user and leaves the last
-   ranks a batch short.
+5. Sharding: rank r takes batches ``r, r + W, r + 2W, ...``. Every training rank must run
+   the same number of steps (unequal counts hang DDP training), so when the batch count is
+   not a multiple of W the largest batch is split in two, up to W - 1 times. Every sample is
+   then used exactly once per epoch and the ranks' batches stay disjoint. Only with fewer
+   samples than the rounded-up batch count (a toy dataset) does that fail: training then
+   repeats its first batches (``allow_repeats``).
+   Evaluation synchronises once, when its metrics are computed, so its ranks may run one
+   batch apart: its batches are split only while there are fewer than W (a rank without a
+   batch would skip that reduction). Every user is then scored in the very batch one process
+   gives it (the same batch mates, the same padding), so evaluation under DDP computes the
+   same numbers as one process, not merely the same sums; it never repeats a user, and with
+   fewer users than W leaves the last ranks without a batch.
 """
 
 from __future__ import annotations
@@ -148,9 +152,14 @@ class BucketBatchSampler(Sampler[list[int]]):
         return batches
 
     def _even_out(self, batches: list[np.ndarray]) -> list[np.ndarray]:
-        """Make the batch count a multiple of the world size (see the module docstring)."""
+        """Training: make the batch count a multiple of the world size; evaluation: at least
+        the world size (see the module docstring)."""
         batches = list(batches)
-        for _ in range(-len(batches) % self.num_replicas):
+        if self.allow_repeats:
+            splits = -len(batches) % self.num_replicas
+        else:
+            splits = max(self.num_replicas - len(batches), 0)
+        for _ in range(splits):
             largest = max(range(len(batches)), key=lambda i: len(batches[i]))
             if len(batches[largest]) < 2:  # fewer samples than the rounded-up count
                 if not self.allow_repeats:
@@ -173,8 +182,8 @@ class BucketBatchSampler(Sampler[list[int]]):
     def __len__(self) -> int:
         counts = np.bincount(self.bucket_of, minlength=len(self._bucket_sizes))
         total = int((-(-counts // self._bucket_sizes)).sum())
-        if total:
-            total = -(-total // self.num_replicas) * self.num_replicas  # after _even_out
-            if not self.allow_repeats:
-                total = min(total, len(self.lengths))
+        if total and self.allow_repeats:  # after _even_out
+            total = -(-total // self.num_replicas) * self.num_replicas
+        elif total:
+            total = min(max(total, self.num_replicas), len(self.lengths))
         return len(range(self.rank, total, self.num_replicas))
