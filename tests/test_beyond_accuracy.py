@@ -105,17 +105,20 @@ def test_lists_break_ties_to_the_lower_item_and_never_hold_pad_or_excluded_items
 
 @pytest.mark.parametrize("seed", range(4))
 def test_a_list_is_the_stable_sort_of_its_row_alone_or_in_any_batch(seed):
-    """Heavy ties (seven values, infinities among them) at every cut-off: each row's list is
-    the first k of Python's stable descending sort, alone and within the batch."""
+    """Heavy ties (seven values, infinities and NaN among them) at every cut-off: each row's
+    list is the first k of Python's stable descending sort, NaN as ``-inf``, alone and within
+    the batch."""
     generator = torch.Generator().manual_seed(seed)
-    values = torch.tensor([INF, -1.0, -0.0, 0.0, 0.5, 2.0, float("inf")])
+    values = torch.tensor([INF, -1.0, -0.0, 0.0, 0.5, 2.0, float("inf"), float("nan")])
     scores = values[torch.randint(0, len(values), (24, 37), generator=generator)]
+    scores[0] = float("nan")  # a row of NaN: a list of -inf, no recommendation
+    ranked = scores.nan_to_num(nan=INF, posinf=float("inf"), neginf=INF)
     for k in (1, 5, 20, 37, 60):
         top, items = top_scored(scores, k)
         for row in range(scores.shape[0]):
-            expected = sorted(range(37), key=lambda i: -float(scores[row, i]))[:k]
+            expected = sorted(range(37), key=lambda i: -float(ranked[row, i]))[:k]
             assert items[row].tolist() == expected
-            assert top[row].tolist() == scores[row, expected].tolist()
+            assert top[row].tolist() == ranked[row, expected].tolist()
             alone = top_scored(scores[row : row + 1], k)[1][0]
             assert torch.equal(alone, items[row])
 

@@ -49,6 +49,21 @@ def test_excluded_target_is_never_a_hit():
     assert target_rank(scores, torch.tensor([4])).item() == 4
 
 
+def test_a_nan_score_ranks_last_and_is_never_a_hit():
+    """A diverged model's NaN compares false with everything: as a target it would count
+    nobody above it (a hit at every K, NDCG 1/log2(1) = inf); as another item it would never
+    be counted above the target. Both rank as -inf instead."""
+    nan = float("nan")
+    scores = torch.tensor([[nan, nan, nan], [0.0, nan, 1.0], [nan, 2.0, 1.0], [nan, 2.0, nan]])
+    target = torch.tensor([0, 1, 2, 2])
+    assert target_rank(scores, target).tolist() == [2, 2, 1, 2]
+    metric = RankingMetrics(ks=(1, 2, 3))
+    metric.update(target_rank(scores, target))
+    values = {k: float(v) for k, v in metric.compute().items()}
+    assert all(math.isfinite(v) for v in values.values())
+    assert values["hr@1"] == 0.0 and values["hr@2"] == 0.25 and values["hr@3"] == 1.0
+
+
 def test_split_updates_equal_one_update():
     """Sum-and-count states: any partition of users (batches, ranks) gives the same result."""
     rng = np.random.default_rng(0)

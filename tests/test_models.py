@@ -129,6 +129,23 @@ def test_pad_is_never_ranked():
     assert torch.isfinite(scores[:, 1:]).all()
 
 
+@pytest.mark.parametrize("kind", ENCODERS)
+def test_a_diverged_model_scores_nothing_and_hits_nothing(kind):
+    """NaN weights (a diverged run): every score ranks as -inf, so validation reads 0, not a
+    perfect or infinite NDCG that would make the diverged epoch the best checkpoint."""
+    model = make_model(kind)
+    with torch.no_grad():
+        model.model.item_table.fill_(float("nan"))
+    batch = eval_batch([[1, 2, 3, 4], [5, 6, 7, 8, 9]], [0, 1])
+    with torch.no_grad():
+        assert torch.isneginf(model.ranking_scores(batch)).all()
+        model.validation_step(batch, 0)
+        served = model.serve(batch, 3, exclude_history=False)
+    values = model.val_metrics.compute()
+    assert all(float(v) == 0.0 for v in values.values())
+    assert torch.isneginf(served["scores"]).all()
+
+
 def test_history_exclusion_scores_history_minus_infinity():
     model = make_model(exclude_history=True)
     assert model.exclude_history

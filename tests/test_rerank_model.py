@@ -160,6 +160,25 @@ def test_a_fresh_pipeline_is_an_identity_ranker_with_the_retrievers_metrics(nega
     assert all(float(ranker[k]) == float(retriever_auc[k]) for k in ("auc", "gauc"))
 
 
+def test_a_diverged_ranker_never_turns_a_candidate_into_a_hit():
+    """NaN ranker scores rank as -inf: the target is last among the candidates (never a
+    hit above the retriever's cut-off), and the pipeline's metrics stay finite."""
+    task = two_stage(seed=5, exclude_history=False)
+    for parameter in task.model.parameters():
+        parameter.data.fill_(float("nan"))
+    with torch.no_grad():
+        for batch in batches(Stage.VAL):
+            both = task.candidates(batch, None)
+            assert torch.isneginf(both.ranker_scores).all()
+            target = batch["target"][:, None]
+            chosen = (both.items == target).any(1)
+            assert (both.positions(target)[chosen, 0] == K - 1).all()
+            task.validation_step(batch, 0)
+    values = task.val_metrics.compute()
+    assert all(float(v) == float(v) and abs(float(v)) <= 1 for v in values.values())
+    assert float(values["hr@1"]) == 0.0
+
+
 def test_the_pipeline_ranks_every_user_once_and_counts_candidate_recall():
     task = two_stage(seed=4)
     users = 0

@@ -25,16 +25,25 @@ from torchmetrics import Metric
 DEFAULT_KS = (1, 5, 10, 20)
 
 
+def nan_as_lowest(scores: torch.Tensor) -> torch.Tensor:
+    """``scores`` with every NaN at ``-inf``: a diverged model's NaN compares false with
+    everything, so a NaN target would count nobody above it (rank 0: a hit, NDCG 1/log2(1) =
+    inf, a "best" checkpoint) and a NaN item would never be outranked. As ``-inf`` it is last,
+    never recommended, never a hit."""
+    return scores.nan_to_num(nan=float("-inf"), posinf=float("inf"), neginf=float("-inf"))
+
+
 def target_rank(scores: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     """Pessimistic 0-based rank of each row's target among that row's scores.
 
     Args:
-        scores: ``(B, C)`` float scores over C candidates.
+        scores: ``(B, C)`` float scores over C candidates; NaN ranks as ``-inf``.
         target: ``(B,)`` long column index of the target in ``scores``.
 
     Returns:
         ``(B,)`` long: the number of other candidates scoring at least as high as the target.
     """
+    scores = nan_as_lowest(scores)
     target_score = scores.gather(1, target[:, None])  # (B, 1)
     at_least_as_high = (scores >= target_score).sum(dim=1)  # (B,) includes the target itself
     return at_least_as_high - 1

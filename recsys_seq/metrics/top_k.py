@@ -24,16 +24,20 @@ from __future__ import annotations
 
 import torch
 
+from recsys_seq.metrics.ranking import nan_as_lowest
+
 
 def top_scored(scores: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
     """``torch.topk(scores, k, dim=1)`` with equal scores in column order: ``(values, items)``,
     each ``(B, min(k, C))``, best first.
 
     Args:
-        scores: ``(B, C)`` scores, never NaN.
+        scores: ``(B, C)`` scores; a NaN (a diverged model) ranks as ``-inf``, never above a
+            number.
         k: list length; more than ``C`` gives ``C``.
     """
     k = min(k, scores.shape[1])
+    scores = nan_as_lowest(scores)
     values, items = scores.topk(k, dim=1)  # (B, k)
     threshold = values[:, -1:]  # (B, 1): the K-th best score
     columns = torch.arange(scores.shape[1], device=scores.device)  # (C,)

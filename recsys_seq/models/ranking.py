@@ -12,6 +12,7 @@ from recsys_seq.metrics import (
     BeyondAccuracyMetrics,
     RankingMetrics,
     SampledMetrics,
+    nan_as_lowest,
     target_rank,
     top_items,
 )
@@ -19,9 +20,10 @@ from recsys_seq.metrics.ranking import DEFAULT_KS
 
 
 def rankable_scores(scores: torch.Tensor, exclude: torch.Tensor | None = None) -> torch.Tensor:
-    """``(B, N + 1)`` scores in float32 with PAD and the ``exclude`` items ``(B, L)`` (0 for
-    none) at ``-inf``: what evaluation ranks and serving recommends from."""
-    scores = scores.float()
+    """``(B, N + 1)`` scores in float32 with PAD, the ``exclude`` items ``(B, L)`` (0 for
+    none) and NaN (:func:`~recsys_seq.metrics.nan_as_lowest`) at ``-inf``: what evaluation
+    ranks and serving recommends from."""
+    scores = nan_as_lowest(scores.float())
     pad = torch.zeros(1, dtype=torch.long, device=scores.device)
     scores = scores.index_fill(1, pad, float("-inf"))  # PAD is never a recommendation
     if exclude is not None:

@@ -53,7 +53,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from recsys_seq.data.facts import DataFacts
-from recsys_seq.metrics import RankingMetrics, SampledMetrics, top_items, top_scored
+from recsys_seq.metrics import (
+    RankingMetrics,
+    SampledMetrics,
+    nan_as_lowest,
+    top_items,
+    top_scored,
+)
 from recsys_seq.metrics.auc import SampledAUC
 from recsys_seq.models.losses import CandidateBCELoss, cut_visibility, positive_first_bce
 from recsys_seq.models.network import NextItemModel
@@ -177,7 +183,7 @@ class Reranker(nn.Module):
         states = self.model.encode(batch)
         logits = self.model.score(states, batch["mask"][:, None, :], items).float()
         logits = self.with_retriever_score(logits, torch.where(valid, top, 0.0))
-        ranker_scores = torch.where(valid, logits, float("-inf"))
+        ranker_scores = torch.where(valid, nan_as_lowest(logits), float("-inf"))
         return Candidates(retriever_scores, items, valid, ranker_scores)
 
     def with_retriever_score(self, logits: torch.Tensor, score: torch.Tensor) -> torch.Tensor:
