@@ -121,6 +121,7 @@ def test_a_list_is_the_stable_sort_of_its_row_alone_or_in_any_batch(seed):
             assert top[row].tolist() == ranked[row, expected].tolist()
             alone = top_scored(scores[row : row + 1], k)[1][0]
             assert torch.equal(alone, items[row])
+    assert top_scored(scores[:, :0], 5)[1].shape == (24, 0)  # an empty catalogue lists nothing
 
 
 def test_a_user_with_nothing_rankable_is_no_user():

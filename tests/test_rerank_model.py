@@ -160,6 +160,29 @@ def test_a_fresh_pipeline_is_an_identity_ranker_with_the_retrievers_metrics(nega
     assert all(float(ranker[k]) == float(retriever_auc[k]) for k in ("auc", "gauc"))
 
 
+def test_an_overflowing_retriever_score_is_still_its_best_candidate():
+    """+inf (an fp16 overflow) is the retriever's best item, not an empty slot: it stays a
+    valid candidate, ranked and served first."""
+    task = two_stage(seed=6, exclude_history=False)
+    score_next = task.retriever.score_next
+
+    def overflowing(batch):  # item 7 overflows for the even users
+        scores = score_next(batch)
+        scores[::2, 7] = float("inf")
+        return scores
+
+    task.retriever.score_next = overflowing
+    with torch.no_grad():
+        batch = batches(Stage.TEST)[0]
+        both = task.candidates(batch, None)
+        served = task.serve(batch, K, exclude_history=False)
+    overflowed = both.retriever_scores[:, 7] == float("inf")
+    assert overflowed.tolist() == [row % 2 == 0 for row in range(len(overflowed))]
+    assert (both.items[overflowed, 0] == 7).all() and both.valid.all()
+    assert (both.ranker_scores > float("-inf")).all()  # the mixed-in retriever score: +inf
+    assert (served["items"][overflowed, 0] == 7).all()
+
+
 def test_a_diverged_ranker_never_turns_a_candidate_into_a_hit():
     """NaN ranker scores rank as -inf: the target is last among the candidates (never a
     hit above the retriever's cut-off), and the pipeline's metrics stay finite."""

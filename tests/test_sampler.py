@@ -4,9 +4,11 @@ import json
 from collections import Counter
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from recsys_seq.core.options import OptionError
 from recsys_seq.data import BucketBatchSampler, SequenceDataModule
 
 lengths_st = st.lists(st.integers(1, 300), min_size=1, max_size=400)
@@ -108,6 +110,18 @@ def test_only_training_batches_follow_data_batching(demo_dir):
         assert data.dataloader(stage, num_replicas=1, rank=0).batch_sampler.group_by_length
     grouped = SequenceDataModule(demo_dir, max_len=30)
     assert grouped.dataloader("train", num_replicas=1, rank=0).batch_sampler.group_by_length
+
+
+def test_fewer_users_to_evaluate_than_processes_is_refused_not_a_hang(demo_dir):
+    """A rank without an evaluation batch skips evaluation while the others wait for its
+    metric reduction: refused, naming the counts; training and one process are unaffected."""
+    data = SequenceDataModule(demo_dir, max_len=30)
+    users = len(data.dataset("test").lengths)
+    for stage in ("val", "test"):
+        with pytest.raises(OptionError, match=rf"{users} {stage} users for {users + 1} processes"):
+            data.dataloader(stage, num_replicas=users + 1, rank=0)
+        assert data.dataloader(stage, num_replicas=users, rank=users - 1).batch_sampler.rank
+    assert len(data.dataloader("train", num_replicas=users + 1, rank=0)) > 0
 
 
 def test_the_datamodule_takes_prep_suggested_buckets_when_asked(demo_dir):

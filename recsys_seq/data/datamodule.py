@@ -12,7 +12,7 @@ import numpy as np
 from torch.utils.data import DataLoader
 
 from data_prep import schema
-from recsys_seq.core.options import as_plain
+from recsys_seq.core.options import OptionError, as_plain
 from recsys_seq.core.publish import recover
 from recsys_seq.data.batch import PaddedBatchCollator
 from recsys_seq.data.dataset import PreparedSequences, Stage, WindowDataset
@@ -174,6 +174,12 @@ class SequenceDataModule(L.LightningDataModule):
         if users is not None:
             dataset.keep_users(users)
         training = stage is Stage.TRAIN
+        if not training and num_replicas > max(len(dataset.lengths), 1):
+            raise OptionError(
+                f"{len(dataset.lengths)} {stage.value} users for {num_replicas} processes: a "
+                "process without one would skip the evaluation the others wait for (a hang); "
+                f"use at most {len(dataset.lengths)} devices, or one"
+            )
         sampler = BucketBatchSampler(
             dataset.lengths,
             batch_size=self.options.batch_size if training else self.options.eval_batch_size,

@@ -1,4 +1,4 @@
-"""Length-bucketed batches with an optional token budget, sharded evenly across DDP ranks.
+"""Length-bucketed batches with an optional token budget, sharded across DDP ranks.
 
 With ``group_by_length=False`` steps 1 and 2 are skipped: batches are plain random draws,
 each padded to its own longest window (more padding, but batch mates of every length, as the
@@ -24,7 +24,8 @@ How an epoch's batches are built (identically on every rank, from ``seed`` and `
    batch would skip that reduction). Every user is then scored in the very batch one process
    gives it (the same batch mates, the same padding), so evaluation under DDP computes the
    same numbers as one process, not merely the same sums; it never repeats a user, and with
-   fewer users than W leaves the last ranks without a batch.
+   fewer users than W leaves the last ranks without a batch (which the data module refuses:
+   Lightning skips evaluation on such a rank, and the others would wait for it).
 """
 
 from __future__ import annotations
@@ -63,8 +64,9 @@ class BucketBatchSampler(Sampler[list[int]]):
         seed: base seed; the order depends only on ``(seed, epoch)``.
         num_replicas: world size W.
         rank: this process's rank.
-        allow_repeats: when splitting cannot even out the ranks, repeat batches (training)
-            rather than leave a rank short (evaluation: every user exactly once).
+        allow_repeats: training: every rank runs the same steps, repeating batches when
+            splitting cannot even them out; False (evaluation): every user exactly once, in
+            the batches one process gives (step 5 of the module docstring).
         sort_window: in-bucket sorting window, in batches.
         group_by_length: batch mates of almost equal length (steps 1 and 2 of the module
             docstring); False draws every batch at random from all samples.

@@ -26,11 +26,12 @@ DEFAULT_KS = (1, 5, 10, 20)
 
 
 def nan_as_lowest(scores: torch.Tensor) -> torch.Tensor:
-    """``scores`` with every NaN at ``-inf``: a diverged model's NaN compares false with
-    everything, so a NaN target would count nobody above it (rank 0: a hit, NDCG 1/log2(1) =
-    inf, a "best" checkpoint) and a NaN item would never be outranked. As ``-inf`` it is last,
-    never recommended, never a hit."""
-    return scores.nan_to_num(nan=float("-inf"), posinf=float("inf"), neginf=float("-inf"))
+    """``scores`` with every NaN at ``-inf`` (and ``-0.0`` as ``0.0``, which it equals): a
+    diverged model's NaN compares false with everything, so a NaN target would count nobody
+    above it (rank 0: a hit at every K, NDCG 1/log2(1) = inf, a "best" checkpoint) and a NaN
+    item would never be outranked. As ``-inf`` it ranks last, tied with PAD and the excluded
+    items, and is never recommended."""
+    return scores.nan_to_num(nan=float("-inf"), posinf=float("inf"), neginf=float("-inf")).add_(0.0)
 
 
 def target_rank(scores: torch.Tensor, target: torch.Tensor) -> torch.Tensor:

@@ -37,6 +37,8 @@ def top_scored(scores: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor
         k: list length; more than ``C`` gives ``C``.
     """
     k = min(k, scores.shape[1])
+    if k == 0:  # an empty catalogue: nothing to list
+        return scores[:, :0], torch.zeros_like(scores[:, :0], dtype=torch.long)
     scores = nan_as_lowest(scores)
     values, items = scores.topk(k, dim=1)  # (B, k)
     threshold = values[:, -1:]  # (B, 1): the K-th best score

@@ -23,11 +23,10 @@ def rankable_scores(scores: torch.Tensor, exclude: torch.Tensor | None = None) -
     """``(B, N + 1)`` scores in float32 with PAD, the ``exclude`` items ``(B, L)`` (0 for
     none) and NaN (:func:`~recsys_seq.metrics.nan_as_lowest`) at ``-inf``: what evaluation
     ranks and serving recommends from."""
-    scores = nan_as_lowest(scores.float())
-    pad = torch.zeros(1, dtype=torch.long, device=scores.device)
-    scores = scores.index_fill(1, pad, float("-inf"))  # PAD is never a recommendation
+    scores = nan_as_lowest(scores.float())  # a copy: the rest may write in place
+    scores[:, 0] = float("-inf")  # PAD is never a recommendation
     if exclude is not None:
-        scores = scores.scatter(1, exclude, float("-inf"))  # PAD slots hit column 0
+        scores.scatter_(1, exclude, float("-inf"))  # PAD slots hit column 0
     return scores
 
 

@@ -179,7 +179,7 @@ class Reranker(nn.Module):
         retriever_scores = rankable_scores(self.retriever.score_next(batch), exclude)
         k = min(self.num_candidates, retriever_scores.shape[1] - 1)
         top, items = top_scored(retriever_scores, k)  # (B, K), best first, ties by index
-        valid = top.isfinite()
+        valid = top > float("-inf")  # +inf (an overflow) is still a candidate
         states = self.model.encode(batch)
         logits = self.model.score(states, batch["mask"][:, None, :], items).float()
         logits = self.with_retriever_score(logits, torch.where(valid, top, 0.0))
@@ -369,7 +369,7 @@ class TwoStageTask(NextItemTask):
             scores = scores.scatter(2, seen, float("-inf"))
         scores = scores.scatter(2, positive[..., None], float("-inf"))
         top, items = scores.topk(min(self.num_candidates, scores.shape[-1] - 1), dim=-1)
-        return items, top.isfinite()
+        return items, top > float("-inf")
 
     def mined_negatives(
         self, positive: torch.Tensor, pool: torch.Tensor, valid: torch.Tensor
