@@ -21,7 +21,7 @@ from recsys_seq.workflows.evaluate import evaluate
 from recsys_seq.workflows.export import TwoStageRanker, example_inputs, export
 from recsys_seq.workflows.recommend import recommend
 from recsys_seq.workflows.train import train
-from tests.helpers import compose_config, rerank_run, short_checkpoint
+from tests.helpers import SHORT, compose_config, rerank_run, short_checkpoint, train_config
 
 pytestmark = pytest.mark.slow  # end-to-end runs and real commands: not in make test-quick
 
@@ -72,6 +72,7 @@ def test_a_two_stage_run_logs_pipeline_retriever_and_ranker_and_serves(
     checkpoint = Path(metrics["checkpoint"])
     task = load(checkpoint)
     assert isinstance(task, TwoStageTask) and task.num_candidates == 20
+
     eval_cfg = [f"ckpt_path={checkpoint}", "trainer.limit_test_batches=2"]  # as the run tested
     again, _ = evaluate(compose_config("eval", tmp_path / "eval", eval_cfg))
     for key in ("test/ndcg@10", "retriever/test/ndcg@10", "ranker/test/gauc", "retriever/test/auc"):
@@ -127,6 +128,35 @@ def test_a_two_stage_run_logs_pipeline_retriever_and_ranker_and_serves(
         assert torch.equal(items, expected_items)
         torch.testing.assert_close(scores, expected_scores)
         assert not (items[:, :, None] == inputs[0][:, None, :]).any()
+
+
+def test_the_training_log_shows_how_far_the_ranker_moved_from_the_retriever(
+    tmp_path, demo_dir, retriever_ckpt
+):
+    """``a * ranker + b * retriever score`` starts at (0, 1), the retriever's order; the CSV
+    log has both weights as the epoch left them, the values its checkpoint holds."""
+    run_dir = tmp_path / "run"
+    overrides = [o for o in SHORT if not o.startswith("logger=")]
+    metrics, _ = train(
+        train_config(
+            run_dir,
+            demo_dir,
+            "model=din",
+            "rerank=topk",
+            "rerank.candidates=20",
+            f"rerank.retriever.ckpt_path={retriever_ckpt}",
+            "model.exclude_history=true",
+            "logger=csv",
+            *overrides,
+        )
+    )
+    task = load(Path(metrics["checkpoint"]))
+    logged = pl.read_csv(next((run_dir / "csv").rglob("metrics.csv")))
+    for name in ("ranker_weight", "score_weight"):
+        values = logged[f"train/{name}"].drop_nulls()
+        weight = getattr(task, name).item()
+        assert values.len() == 1 and values[0] == pytest.approx(weight, abs=1e-6), name
+    assert task.ranker_weight.item() != 0.0  # trained: it has left its start
 
 
 def test_one_command_trains_the_retriever_then_reuses_it(tmp_path, demo_dir):

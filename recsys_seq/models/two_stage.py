@@ -330,6 +330,14 @@ class TwoStageTask(NextItemTask):
         self.log("train/loss", loss, prog_bar=True, batch_size=batch["lengths"].shape[0])
         return loss
 
+    def on_train_epoch_end(self) -> None:
+        """Log the learned logit weights as the epoch leaves them: how far the pipeline has
+        moved from its retriever's order (``ranker_weight`` 0 and ``score_weight`` 1 is that
+        order)."""
+        if self.score_weight is not None:
+            self.log("train/ranker_weight", self.ranker_weight.detach())
+            self.log("train/score_weight", self.score_weight.detach())
+
     def training_views(
         self, batch: dict[str, torch.Tensor]
     ) -> list[tuple[NextItemModel, torch.Tensor]]:
