@@ -72,7 +72,6 @@ def test_a_two_stage_run_logs_pipeline_retriever_and_ranker_and_serves(
     checkpoint = Path(metrics["checkpoint"])
     task = load(checkpoint)
     assert isinstance(task, TwoStageTask) and task.num_candidates == 20
-
     eval_cfg = [f"ckpt_path={checkpoint}", "trainer.limit_test_batches=2"]  # as the run tested
     again, _ = evaluate(compose_config("eval", tmp_path / "eval", eval_cfg))
     for key in ("test/ndcg@10", "retriever/test/ndcg@10", "ranker/test/gauc", "retriever/test/auc"):
