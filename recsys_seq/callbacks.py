@@ -136,6 +136,50 @@ class EpochLog(L.Callback):
         get_console().print("  ".join(parts), markup=False, highlight=False, soft_wrap=True)
 
 
+class StopOnDivergence(L.Callback):
+    """Stops training after an epoch in which the training loss was NaN or infinite on any
+    process.
+
+    Why: a diverged model stays diverged (its weights are NaN or inf from then on), and its
+    validation reads 0 (NaN scores rank last), so early stopping would wait ``patience`` more
+    epochs of a dead model, and with ``patience`` large, run to ``max_epochs``. The checkpoints
+    keep the best epoch before the divergence, which the run then tests. The check is a flag
+    and-ed on the device every step and read once per epoch (no sync per step), agreed across
+    processes under DDP so they all stop at the same epoch.
+    """
+
+    def __init__(self) -> None:
+        self._finite: torch.Tensor | None = None
+
+    def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._finite = None
+
+    def on_train_batch_end(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch, batch_idx
+    ) -> None:
+        loss = outputs["loss"] if isinstance(outputs, dict) else outputs
+        if loss is None:
+            return
+        finite = torch.isfinite(loss.detach()).all()
+        self._finite = finite if self._finite is None else self._finite & finite
+
+    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        finite_here = self._finite is None or bool(self._finite)
+        if trainer.strategy.reduce_boolean_decision(finite_here, all=True):
+            return
+        trainer.should_stop = True
+        if trainer.is_global_zero:
+            get_console().print(
+                f"training stopped after epoch {trainer.current_epoch + 1}: the training loss "
+                "was NaN or infinite (the model diverged); the best checkpoint is the best "
+                "epoch before it. A lower model.optimizer.lr, or gradient clipping "
+                "(+trainer.gradient_clip_val=1.0), usually keeps a run stable.",
+                markup=False,
+                highlight=False,
+                soft_wrap=True,
+            )
+
+
 class WeightAverage(EMAWeightAveraging):
     """An exponential moving average of the weights (``decay`` per optimiser step), which
     validation, every checkpoint, the run's test, ``recsys-eval`` and serving all read.

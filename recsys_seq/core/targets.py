@@ -62,6 +62,7 @@ PROJECT_CALLBACKS = (
     "recsys_seq.callbacks.EpochLog",
     "recsys_seq.callbacks.NetworkSummary",
     "recsys_seq.callbacks.RNGStateCheckpoint",
+    "recsys_seq.callbacks.StopOnDivergence",
     "recsys_seq.callbacks.WeightAverage",
 )
 # lightning.pytorch.callbacks.__all__ less the bases and LambdaCallback (its options are code)
