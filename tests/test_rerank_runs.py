@@ -44,10 +44,16 @@ def retriever_ckpt(tmp_path_factory, demo_dir):
     )
 
 
+# DIN trained on the candidates, and a second model of every item blended with the retriever
+RANKERS = {"din": [], "sasrec": ["rerank.blend=0.5"]}
+
+
+@pytest.mark.parametrize("ranker", sorted(RANKERS))
 def test_a_two_stage_run_logs_pipeline_retriever_and_ranker_and_serves(
     tmp_path,
     demo_dir,
     retriever_ckpt,
+    ranker,
 ):
     run_dir = tmp_path / "run"
     metrics, objects = train(
@@ -56,6 +62,8 @@ def test_a_two_stage_run_logs_pipeline_retriever_and_ranker_and_serves(
             demo_dir,
             f"rerank.retriever.ckpt_path={retriever_ckpt}",
             "model.exclude_history=true",
+            *RANKERS[ranker],
+            ranker=ranker,
         )
     )
     for key in (

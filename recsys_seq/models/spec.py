@@ -165,6 +165,12 @@ class RerankOptions:
     # the ranker's objective over (target, its negatives): a softmax cross-entropy over them
     # (listwise), or DIN's pointwise binary cross-entropy
     objective: Literal["bce", "softmax"] = "softmax"
+    # w: order the candidates by w * ranker score + (1 - w) * retriever score, a blend with
+    # shares fixed (chosen on validation), where the ranker is a second model of the whole
+    # catalogue (a dot-product scorer: sasrec, gru) trained on its own loss over every item,
+    # not on the candidates; None: the ranker (DIN) trains on the candidates, with the
+    # retriever's score under a learned weight (retriever_score)
+    blend: float | None = option(None, min=0.0, max=1.0)
 
 
 @dataclass(frozen=True)
@@ -224,14 +230,42 @@ def _tables(spec: ModelSpec) -> tuple:
 
 def check_ranker(ranker: ModelSpec, options: RerankOptions) -> None:
     """Refuse a ranker that cannot re-rank ``options.candidates`` (before any retriever)."""
-    if ranker.loss.name != "candidate_bce":
+    if options.blend is not None:
+        check_blended_ranker(ranker, options)
+    elif ranker.loss.name != "candidate_bce":
         raise OptionError(
             f"the ranker of a two-stage model trains with loss candidate_bce (mined "
-            f"negatives), not {ranker.loss.name}; use model=din."
+            f"negatives), not {ranker.loss.name}; use model=din, or rerank.blend=<share> for "
+            "a ranker that scores every item."
         )
     if options.candidates > ranker.num_items:
         raise OptionError(
             f"rerank.candidates={options.candidates} is more than the {ranker.num_items} items."
+        )
+
+
+def check_blended_ranker(ranker: ModelSpec, options: RerankOptions) -> None:
+    """Refuse what a blended ranker (``rerank.blend``) cannot be: it trains on its own loss
+    over every item, so it scores the catalogue, and nothing of the candidate training
+    (held-out events, cross-fitted scores, a learned weight) applies to it."""
+    if ranker.scorer.name != "dot_product" or ranker.loss.name == "candidate_bce":
+        raise OptionError(
+            f"rerank.blend={options.blend} blends two models of the whole catalogue: the ranker "
+            f"must score with a dot product and train on a loss over every item (sasrec, gru), "
+            f"not scorer {ranker.scorer.name} with loss {ranker.loss.name}; a DIN ranker "
+            "trains on the candidates (rerank.blend=null)."
+        )
+    unused = {
+        "holdout": options.holdout != 0,
+        "cross_fit": options.cross_fit != 0,
+        "retriever_score": not options.retriever_score,
+    }
+    given = [name for name, set_ in unused.items() if set_]
+    if given:
+        raise OptionError(
+            f"rerank.{given[0]} shapes a ranker trained on the candidates; with "
+            f"rerank.blend={options.blend} the ranker trains on every training window with its "
+            "own loss (rerank.blend=1.0 ranks the candidates by the ranker alone)."
         )
 
 

@@ -153,7 +153,8 @@ class Reranker(nn.Module):
         model: the ranker's network.
         num_candidates: K, the retriever's candidates per window.
         ranker_weight, score_weight: with ``rerank.retriever_score`` the logit is
-            ``ranker_weight * ranker + score_weight * retriever score``; None: the ranker's.
+            ``ranker_weight * ranker + score_weight * retriever score`` (learned parameters,
+            or a blend's fixed buffers); None: the ranker's.
     """
 
     def __init__(
@@ -161,8 +162,8 @@ class Reranker(nn.Module):
         retriever: NextItemModel,
         model: NextItemModel,
         num_candidates: int,
-        ranker_weight: nn.Parameter | None,
-        score_weight: nn.Parameter | None,
+        ranker_weight: torch.Tensor | None,
+        score_weight: torch.Tensor | None,
     ) -> None:
         super().__init__()
         self.retriever = retriever
@@ -230,10 +231,15 @@ class TwoStageTask(NextItemTask):
         self.fold_retrievers = nn.ModuleList(fold_retrievers).requires_grad_(False).eval()
         self.num_candidates = rerank.options.candidates
         # with the retriever's score: logit = ranker_weight * ranker + score_weight * score,
-        # from (0, 1): the pipeline starts as the retriever's order and learns what to change
-        residual = rerank.options.retriever_score
-        self.ranker_weight = nn.Parameter(torch.zeros(())) if residual else None
-        self.score_weight = nn.Parameter(torch.ones(())) if residual else None
+        # learned from (0, 1): the pipeline starts as the retriever's order and learns what to
+        # change; or fixed at (w, 1 - w) for a blend (rerank.blend = w)
+        blend, residual = rerank.options.blend, rerank.options.retriever_score
+        if blend is not None:
+            self.register_buffer("ranker_weight", torch.tensor(float(blend)))
+            self.register_buffer("score_weight", torch.tensor(1.0 - blend))
+        else:
+            self.ranker_weight = nn.Parameter(torch.zeros(())) if residual else None
+            self.score_weight = nn.Parameter(torch.ones(())) if residual else None
         ks = sorted({*spec.evaluated_ks, self.num_candidates})
         self.retriever_metrics = nn.ModuleDict(
             {stage: RankingMetrics(ks) for stage in ("val", "test")}
@@ -302,6 +308,8 @@ class TwoStageTask(NextItemTask):
     # -- training ----------------------------------------------------------------------
 
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        if self.rerank.options.blend is not None:  # a model of every item, on its own loss
+            return super().training_step(batch, batch_idx)
         if "target" in batch:  # held-out events (data.train_windows=holdout): the whole window
             cut, positive = batch["lengths"][:, None], batch["target"][:, None]  # (B, 1)
         else:  # the retriever's own training windows: random cut points
@@ -334,7 +342,7 @@ class TwoStageTask(NextItemTask):
         """Log the learned logit weights as the epoch leaves them: how far the pipeline has
         moved from its retriever's order (``ranker_weight`` 0 and ``score_weight`` 1 is that
         order)."""
-        if self.score_weight is not None:
+        if isinstance(self.score_weight, nn.Parameter):
             self.log("train/ranker_weight", self.ranker_weight.detach())
             self.log("train/score_weight", self.score_weight.detach())
 

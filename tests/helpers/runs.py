@@ -92,7 +92,13 @@ SHORT = [
 ]
 
 
-def rerank_run(run_dir, demo_dir, *overrides):
+def rerank_run(run_dir, demo_dir, *overrides, ranker: str = "din"):
     return train_config(
-        run_dir, demo_dir, "model=din", "rerank=topk", "rerank.candidates=20", *SHORT, *overrides
+        run_dir,
+        demo_dir,
+        f"model={ranker}",
+        "rerank=topk",
+        "rerank.candidates=20",
+        *SHORT,
+        *overrides,
     )
