@@ -92,6 +92,13 @@ def _under(name: str, prefixes: list[str]) -> bool:
     return any(name == p or name.startswith(f"{p}.") for p in prefixes)
 
 
+def step_loss(outputs: Any) -> torch.Tensor | None:
+    """The training step's loss, detached, from what ``training_step`` returned (a tensor
+    or a dict with ``loss``); None for a skipped step."""
+    loss = outputs["loss"] if isinstance(outputs, dict) else outputs
+    return None if loss is None else loss.detach()
+
+
 class EpochLog(L.Callback):
     """One plain line per epoch: ``epoch 4/200  loss 7.8105  val/ndcg@10 0.0410  best 0.0410
     63 s``.
@@ -113,10 +120,10 @@ class EpochLog(L.Callback):
     def on_train_batch_end(
         self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch, batch_idx
     ) -> None:
-        loss = outputs["loss"] if isinstance(outputs, dict) else outputs
+        loss = step_loss(outputs)
         if loss is None:
             return
-        loss = loss.detach().float()
+        loss = loss.float()
         self._loss_sum = loss if self._loss_sum is None else self._loss_sum + loss
         self._steps += 1
 
@@ -157,10 +164,10 @@ class StopOnDivergence(L.Callback):
     def on_train_batch_end(
         self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch, batch_idx
     ) -> None:
-        loss = outputs["loss"] if isinstance(outputs, dict) else outputs
+        loss = step_loss(outputs)
         if loss is None:
             return
-        finite = torch.isfinite(loss.detach()).all()
+        finite = torch.isfinite(loss).all()
         self._finite = finite if self._finite is None else self._finite & finite
 
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
