@@ -45,6 +45,7 @@ from recsys_seq.models import (
 )
 from recsys_seq.models.embedder import ItemAttributes
 from recsys_seq.models.spec import RECORD_FORMAT, RECORD_KEY, RerankOptions, spec_values
+from recsys_seq.models.two_stage import BLEND_SHARES
 
 
 class CheckpointError(UserError):
@@ -70,16 +71,28 @@ class Checkpoint:
     rerank: RerankSpec | None = None
 
     def build(
-        self, facts: DataFacts | None = None, exclude_history: bool | None = None
+        self,
+        facts: DataFacts | None = None,
+        exclude_history: bool | None = None,
+        blend: float | None = None,
     ) -> NextItemTask:
         """The model with these weights, in eval mode, for data with ``facts`` (None: as a
         model that only evaluates or serves needs). Its rankings leave out the user's history
-        as the model was trained to, unless ``exclude_history`` says otherwise for this use."""
+        as the model was trained to, unless ``exclude_history`` says otherwise for this use;
+        a blended two-stage model orders its candidates with the trained shares, unless
+        ``blend`` gives the ranker's share for this use (its ranker trains on its own loss,
+        whatever the share, so one trained pipeline can be evaluated at every share)."""
         spec = self.spec
         if exclude_history is not None:
             spec = dataclasses.replace(spec, exclude_history=exclude_history)
-        model = build_model(spec, facts, self.rerank and self.rerank.served())
-        model.load_state_dict(self.weights)
+        rerank = self.rerank and self.rerank.served()
+        if blend is not None:
+            rerank = self.reblended(blend)
+        model = build_model(spec, facts, rerank)
+        weights = self.weights
+        if blend is not None:  # the shares asked for, not the trained ones
+            weights = weights | {name: getattr(model, name).clone() for name in BLEND_SHARES}
+        model.load_state_dict(weights)
         for part in model.modules():
             if isinstance(part, ItemAttributes):
                 try:
@@ -87,6 +100,19 @@ class Checkpoint:
                 except ValueError as error:
                     raise CheckpointError(f"Checkpoint {self.path}: {error}.") from None
         return model.eval()
+
+    def reblended(self, blend: float) -> RerankSpec:
+        """The served rerank spec with the ranker's share ``blend``, or :class:`CheckpointError`
+        for a model that was not trained as a blend."""
+        if self.rerank is None or self.rerank.options.blend is None:
+            kind = "a single model" if self.rerank is None else "a ranker trained on candidates"
+            raise CheckpointError(
+                f"blend={blend} sets the shares of a blended two-stage model (trained with "
+                f"rerank.blend); checkpoint {self.path} holds {kind}. Leave blend=null."
+            )
+        served = self.rerank.served()
+        options = dataclasses.replace(served.options, blend=float(blend))
+        return dataclasses.replace(served, options=options)
 
     def served_catalogue(self) -> Catalogue:
         """The item catalogue, which serving in original ids needs (the Python API, an

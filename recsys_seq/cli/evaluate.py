@@ -3,6 +3,7 @@
     recsys-eval ckpt_path=outputs/train/runs/<run>/checkpoints/best.ckpt
     recsys-eval ckpt_path=<ckpt> data.path=<another prepared dir with the same items>
     recsys-eval ckpt_path=<ckpt> exclude_history=true   # rank without the user's history
+    recsys-eval -m ckpt_path=<blended two-stage ckpt> stage=val blend=0.3,0.5,0.7   # choose w
 
 The work is :func:`recsys_seq.workflows.evaluate.evaluate`.
 """
@@ -23,7 +24,7 @@ def _main(cfg: DictConfig) -> None:
 
     metrics, objects = evaluate.evaluate(cfg)
     path = evaluate.record(cfg, metrics, objects)
-    runs.print_results(metrics, model_name=objects["spec"].name)
+    runs.print_results(metrics, model_name=objects["spec"].name, stage=cfg.stage)
     print(f"Results: {path}")
 
 

@@ -195,6 +195,7 @@ class Reranker(nn.Module):
 
 FOLD_PREFIX = "fold_retrievers."
 WEIGHT_KEYS = ("state_dict", "current_model_state")  # the second: weight averaging's raw ones
+BLEND_SHARES = ("ranker_weight", "score_weight")  # a blend's fixed shares (buffers), w and 1 - w
 
 
 class TwoStageTask(NextItemTask):
@@ -235,8 +236,9 @@ class TwoStageTask(NextItemTask):
         # change; or fixed at (w, 1 - w) for a blend (rerank.blend = w)
         blend, residual = rerank.options.blend, rerank.options.retriever_score
         if blend is not None:
-            self.register_buffer("ranker_weight", torch.tensor(float(blend)))
-            self.register_buffer("score_weight", torch.tensor(1.0 - blend))
+            shares = (float(blend), 1.0 - blend)
+            for name, share in zip(BLEND_SHARES, shares, strict=True):
+                self.register_buffer(name, torch.tensor(share))
         else:
             self.ranker_weight = nn.Parameter(torch.zeros(())) if residual else None
             self.score_weight = nn.Parameter(torch.ones(())) if residual else None

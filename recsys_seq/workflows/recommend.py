@@ -78,6 +78,7 @@ class RecommendOptions:
     k: int = option(10, min=1)
     stage: Literal["serve", "test", "val"] = "serve"
     exclude_history: bool | None = None  # None: as the checkpoint was trained
+    blend: float | None = option(None, min=0.0, max=1.0)  # a blend's ranker share; None: trained
     unknown: Literal["skip", "popular", "error"] = "skip"
     output: str | None = None
     batch_size: int = option(512, min=1)
@@ -172,7 +173,9 @@ def recommend(cfg: DictConfig, show_progress: bool = True) -> tuple[pl.DataFrame
         "eval_batch_size": options.batch_size,
         "sampled_negatives": 0,
     }
-    model, datamodule, _ = restore(options.ckpt_path, overrides, options.exclude_history)
+    model, datamodule, _ = restore(
+        options.ckpt_path, overrides, options.exclude_history, options.blend
+    )
     inputs = [Path(options.ckpt_path), datamodule.path]
     if options.users != "all":
         inputs.append(Path(options.users))
