@@ -168,3 +168,13 @@ def test_the_command_chooses_a_share_on_validation_and_says_a_wrong_one_in_a_lin
     assert refused.returncode == 2
     assert refused.stderr.startswith("recsys-eval: error: blend=0.3")
     assert "Traceback" not in refused.stderr
+
+
+def test_two_processes_validate_a_share_exactly_like_one(tmp_path, blended):
+    ddp = ["trainer=ddp_cpu", "trainer.devices=2", "trainer.strategy=ddp_spawn"]
+    one = evaluate_at(tmp_path / "one", blended["checkpoint"], "stage=val", "blend=0.3")
+    two = evaluate_at(tmp_path / "two", blended["checkpoint"], "stage=val", "blend=0.3", *ddp)
+    keys = [k for k in one if k.split("/")[0] in ("val", "retriever", "ranker")]
+    assert {k.split("/")[0] for k in keys} == {"val", "retriever", "ranker"}
+    for key in keys:
+        assert two[key] == pytest.approx(one[key], abs=1e-6), key
