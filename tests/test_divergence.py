@@ -1,5 +1,5 @@
-"""A run whose training loss turns NaN or infinite stops at the end of that epoch and keeps
-the best checkpoint from before it."""
+"""A run whose training loss turns NaN or infinite stops at the end of that epoch, on every
+process, and keeps the best checkpoint from before it."""
 
 import csv
 import math
@@ -8,6 +8,7 @@ import lightning as L
 import pytest
 import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.strategies import SingleDeviceStrategy
 from torch.utils.data import DataLoader, TensorDataset
 
 from recsys_seq.callbacks import StopOnDivergence
@@ -73,6 +74,40 @@ def test_training_stops_after_the_first_epoch_with_a_non_finite_loss(tmp_path, b
 def test_a_finite_run_trains_to_its_last_epoch(tmp_path):
     trainer, _ = fit(DivergesAt(epoch=99, bad=math.nan), tmp_path, accelerator="cpu")
     assert trainer.current_epoch == 6
+
+
+class OtherProcessDiverges(SingleDeviceStrategy):
+    """One process that answers the processes' agreements (``all=True``) as a pair would
+    whose other process saw a NaN loss from epoch ``epoch`` on; its own losses stay finite.
+    (The gloo collective behind the real answer is Lightning's own.)"""
+
+    def __init__(self, epoch: int) -> None:
+        super().__init__(device=torch.device("cpu"))
+        self.epoch = epoch
+
+    def reduce_boolean_decision(self, decision: bool, all: bool = True) -> bool:  # noqa: A002
+        if not all:
+            return decision
+        return decision and self.lightning_module.current_epoch < self.epoch
+
+
+@pytest.mark.parametrize(("other", "epochs"), [(2, 3), (99, 6)])
+def test_a_process_stops_when_another_diverges(tmp_path, other, epochs, capsys):
+    """Under DDP every process must stop at the same epoch (else one waits in its next
+    collective forever): a process with finite losses stops when the agreement says no."""
+    trainer = L.Trainer(
+        max_epochs=6,
+        callbacks=[StopOnDivergence()],
+        strategy=OtherProcessDiverges(epoch=other),
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
+    trainer.fit(DivergesAt(epoch=99, bad=math.nan), loader(), loader())
+    assert trainer.current_epoch == epochs
+    stopped = capsys.readouterr().out
+    assert ("training stopped after epoch 3" in stopped) == (epochs == 3)
 
 
 def test_a_diverging_command_stops_says_why_and_tests_its_best_checkpoint(tmp_path, demo_dir):
