@@ -97,6 +97,12 @@ def test_a_share_replaces_the_trained_one_and_nothing_else(blended, share):
     assert again.ranker_weight.item() == TRAINED_SHARE
 
 
+@pytest.mark.parametrize("share", [-0.5, 1.01, float("nan")])
+def test_a_share_outside_zero_to_one_is_not_built(blended, share):
+    with pytest.raises(ValueError, match="share in"):
+        open_checkpoint(blended["checkpoint"]).build(blend=share)
+
+
 def test_served_at_share_zero_are_the_retrievers_own_recommendations(
     tmp_path, blended, retriever_ckpt
 ):
@@ -121,6 +127,8 @@ def test_served_at_share_zero_are_the_retrievers_own_recommendations(
         (["blend=1.5"], "blend"),
         (["blend=-0.1"], "blend"),
         (["blend=abc"], "blend"),
+        (["blend=nan"], "blend"),
+        (["blend=inf"], "blend"),
         (["stage=train"], "stage"),
         (["stage=serve"], "stage"),
     ],
