@@ -85,10 +85,17 @@ class WindowScorer(Protocol):
         ...
 
 
-def load(path: str | Path, device: str | torch.device = "cpu") -> Recommender:
+def load(
+    path: str | Path, device: str | torch.device = "cpu", blend: float | None = None
+) -> Recommender:
     """The :class:`Recommender` of a checkpoint written by ``recsys-train``, or of a program
     written by ``recsys-export`` (a file ending in ``.pt2``, ``.pt`` or ``.onnx``; ``.onnx``
     needs ONNX Runtime, the ``onnx`` extra), with the same API and results.
+
+    ``blend`` serves a blended two-stage checkpoint (trained with ``rerank.blend``) with the
+    ranker's share ``blend`` in [0, 1] instead of the trained one, as ``recsys-recommend
+    blend=w`` does; None: as trained. An exported program keeps the share it was exported
+    with (``recsys-export blend=w``), so it takes none here.
 
     A checkpoint is read as data only (:mod:`recsys_seq.checkpoint`: ``weights_only=True``,
     the model rebuilt from the project's registries, its catalogue checked against the
@@ -96,12 +103,17 @@ def load(path: str | Path, device: str | torch.device = "cpu") -> Recommender:
     with its JSON serving contract and catalogue checked first (:mod:`recsys_seq.exported`).
     """
     if Path(path).suffix in exported.SUFFIXES:
+        if blend is not None:
+            raise ValueError(
+                f"blend={blend}: exported program {path} serves the share it was exported with; "
+                "export the checkpoint with recsys-export blend=<share>, or load the checkpoint."
+            )
         scorer, catalogue, contract = exported.open_export(path, device)
         return Recommender(scorer, catalogue, contract.max_len, contract.model, contract.features)
     trained = checkpoint.open_checkpoint(path)
     catalogue = trained.served_catalogue()
     facts = DataFacts(item_counts=catalogue.counts, catalogue=catalogue)
-    task = trained.build(facts).to(device)
+    task = trained.build(facts, blend=blend).to(device)
     # both stages' side features for a two-stage model
     features = list(feature_tables(task))
     return Recommender(task, catalogue, trained.data.max_len, trained.spec.name, features)

@@ -1,20 +1,24 @@
 """Choosing a blend's share without retraining: a blended pipeline's ranker trains on its own
 loss whatever the share, so ``recsys-eval stage=val blend=w`` re-weighs one trained pipeline
-on the validation events, and ``recsys-recommend blend=w`` serves the share chosen."""
+on the validation events, and ``recsys-recommend blend=w``, ``recsys_seq.load(path, blend=w)``
+and ``recsys-export blend=w`` serve the share chosen."""
 
 from pathlib import Path
 
 import polars as pl
 import pytest
 import torch
+from polars.testing import assert_frame_equal
 
+import recsys_seq
 from recsys_seq.checkpoint import CheckpointError, open_checkpoint
 from recsys_seq.core.options import OptionError
 from recsys_seq.models.two_stage import BLEND_SHARES
 from recsys_seq.workflows.evaluate import evaluate
+from recsys_seq.workflows.export import export
 from recsys_seq.workflows.recommend import recommend
 from recsys_seq.workflows.train import train
-from tests.helpers import compose_config, rerank_run, run_cli, short_checkpoint
+from tests.helpers import compose_config, histories, rerank_run, run_cli, short_checkpoint
 
 pytestmark = pytest.mark.slow  # trains a retriever and two pipelines
 
@@ -176,6 +180,57 @@ def test_the_command_chooses_a_share_on_validation_and_says_a_wrong_one_in_a_lin
     assert refused.returncode == 2
     assert refused.stderr.startswith("recsys-eval: error: blend=0.3")
     assert "Traceback" not in refused.stderr
+
+
+def export_at(folder: Path, checkpoint: Path, *overrides: str) -> Path:
+    output = folder / "model.pt2"
+    cfg = compose_config(
+        "export", folder / "run", [f"ckpt_path={checkpoint}", f"output={output}", *overrides]
+    )
+    export(cfg)
+    return output
+
+
+def top_items(model: recsys_seq.Recommender, requests: list[list]) -> pl.DataFrame:
+    return model.recommend_batch(requests, 5).drop("score")
+
+
+def test_the_python_api_and_an_export_serve_a_chosen_share(
+    tmp_path, demo_dir, blended, retriever_ckpt
+):
+    """Share 0 orders the candidates as the retriever alone: the API and the exported program
+    then recommend the retriever's own top items; the trained share orders them otherwise."""
+    requests = histories(demo_dir, 40)
+    retriever = top_items(recsys_seq.load(retriever_ckpt), requests)
+    at_zero = top_items(recsys_seq.load(blended["checkpoint"], blend=0), requests)
+    assert_frame_equal(at_zero, retriever)
+    trained = top_items(recsys_seq.load(blended["checkpoint"]), requests)
+    assert not trained.equals(retriever)  # else share 0 would prove nothing
+
+    exported = recsys_seq.load(export_at(tmp_path / "zero", blended["checkpoint"], "blend=0"))
+    assert_frame_equal(top_items(exported, requests), retriever)
+    as_trained = recsys_seq.load(export_at(tmp_path / "trained", blended["checkpoint"]))
+    assert_frame_equal(top_items(as_trained, requests), trained)
+
+
+def test_a_share_the_api_or_export_cannot_serve_is_refused(tmp_path, blended, retriever_ckpt):
+    with pytest.raises(CheckpointError, match="a single model"):
+        recsys_seq.load(retriever_ckpt, blend=0.5)
+    with pytest.raises(ValueError, match="share in"):
+        recsys_seq.load(blended["checkpoint"], blend=1.5)
+    program = export_at(tmp_path / "program", blended["checkpoint"])
+    with pytest.raises(ValueError, match="recsys-export blend"):
+        recsys_seq.load(program, blend=0.5)
+
+    output = tmp_path / "refused" / "model.pt2"
+    for checkpoint, overrides, error in (
+        (retriever_ckpt, ["blend=0.5"], CheckpointError),
+        (blended["checkpoint"], ["blend=1.5"], OptionError),
+        (blended["checkpoint"], ["blend=nan"], OptionError),
+    ):
+        with pytest.raises(error, match="blend"):
+            export_at(output.parent, checkpoint, *overrides)
+        assert not output.exists()
 
 
 def test_two_processes_validate_a_share_exactly_like_one(tmp_path, blended):

@@ -67,7 +67,7 @@ from torch import nn
 from torch.export import Dim
 
 from recsys_seq import checkpoint
-from recsys_seq.core.options import OptionError
+from recsys_seq.core.options import OptionError, option
 from recsys_seq.core.publish import publishing, register_kind
 from recsys_seq.exported import (
     ITEM_SCORES,
@@ -96,6 +96,7 @@ class ExportOptions:
     ckpt_path: str
     output: str | None = None
     exclude_history: bool | None = None  # None: as the checkpoint was trained
+    blend: float | None = option(None, min=0.0, max=1.0)  # a blend's ranker share; None: trained
 
 
 class NextItemScorer(nn.Module):
@@ -295,13 +296,15 @@ def export(cfg: DictConfig) -> dict[str, Any]:
     if output.suffix not in FORMATS:
         raise OptionError(f"output must end in one of {', '.join(FORMATS)}, got {output}.")
     trained = checkpoint.open_checkpoint(options.ckpt_path)
+    if options.blend is not None:
+        trained.reblended(options.blend)  # refused for a model that is not a blend
     catalogue = trained.served_catalogue()  # the program's id map travels with it
     spec = trained.spec
     exclude_history = (
         spec.exclude_history if options.exclude_history is None else options.exclude_history
     )
     if trained.rerank is not None:
-        task = trained.build()
+        task = trained.build(blend=options.blend)
         scorer = TwoStageRanker(task, exclude_history=exclude_history)
         model = task.retriever
     elif spec.scorer.name != "dot_product":
