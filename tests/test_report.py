@@ -9,8 +9,9 @@ from omegaconf import OmegaConf
 from recsys_seq.cli.report import report
 from recsys_seq.report.runs import ReportError
 from recsys_seq.report.table import markdown
+from recsys_seq.workflows.evaluate import evaluate, record
 from recsys_seq.workflows.train import train
-from tests.helpers import train_config
+from tests.helpers import compose_config, train_config
 
 pytestmark = pytest.mark.slow  # trains two runs of 2 epochs
 
@@ -80,6 +81,37 @@ def test_a_single_run_folder_an_empty_folder_and_debug_runs(sweep, tmp_path):
         report(tmp_path)
     with pytest.raises(ReportError, match="all 2 runs .* are debug runs"):
         report(sweep)
+
+
+def evaluated(folder: Path, checkpoint: Path) -> Path:
+    """An evaluation's run folder as recsys-eval leaves it (its config names no model)."""
+    cfg = compose_config("eval", folder, [f"ckpt_path={checkpoint}", "baselines=false"])
+    record(cfg, *evaluate(cfg))
+    (folder / ".hydra").mkdir()
+    OmegaConf.save(cfg, folder / ".hydra" / "config.yaml")
+    return folder
+
+
+def test_an_evaluation_is_named_by_its_checkpoints_training_run(sweep, tmp_path):
+    """recsys-eval's config names no model or data: the checkpoint's run folder does."""
+    checkpoint = sweep / "1" / "checkpoints" / "best.ckpt"
+    evaluated(tmp_path / "evals" / "in_run", checkpoint)
+    moved = tmp_path / "elsewhere" / "best.ckpt"  # a checkpoint outside any run folder
+    moved.parent.mkdir()
+    moved.write_bytes(checkpoint.read_bytes())
+    evaluated(tmp_path / "evals" / "moved", moved)
+    result = report(tmp_path / "evals", include_debug=True)
+    named = dict(zip(result["table"]["run"], result["table"]["model"], strict=True))
+    datasets = dict(zip(result["table"]["run"], result["table"]["dataset"], strict=True))
+    assert named == {"in_run": "gru", "moved": "?"}
+    assert datasets == {"in_run": "demo", "moved": "?"}
+
+    (sweep / "1" / ".hydra" / "config.yaml").rename(sweep / "1" / "config.hidden")
+    try:  # the training run's config gone: unnamed, not refused
+        again = report(tmp_path / "evals" / "in_run", include_debug=True)
+        assert again["table"]["model"].to_list() == ["?"]
+    finally:
+        (sweep / "1" / "config.hidden").rename(sweep / "1" / ".hydra" / "config.yaml")
 
 
 def test_markdown_shows_each_runs_optimized_metric_and_its_best_value():

@@ -3,12 +3,13 @@
 A run folder is any folder holding ``metrics.json`` and a config: Hydra's
 ``.hydra/config.yaml`` (what recsys-train and recsys-eval keep), or the resolved
 ``config.yaml`` older runs wrote. This module owns what a run's files mean: its model (Hydra's
-choice, the config's name, or an older run's ``_target_`` class, read as a string only), its
-dataset and data folder, the metric it optimised (``optimized_metric``; older runs: ``val/`` +
-``model.monitor``), whether it was a debug run (:mod:`recsys_seq.report.debug`), and a name
-for each run and dataset that tells them apart. Opening the files is the job of
-:mod:`recsys_seq.report.files` (the loggers' files: :mod:`recsys_seq.report.curves`); a run
-one of whose files it refuses is skipped here with one warning line.
+choice, the config's name, or an older run's ``_target_`` class, read as a string only; an
+evaluation's from its checkpoint's training run), its dataset and data folder, the metric it
+optimised (``optimized_metric``; older runs: ``val/`` + ``model.monitor``), whether it was a
+debug run (:mod:`recsys_seq.report.debug`), and a name for each run and dataset that tells
+them apart. Opening the files is the job of :mod:`recsys_seq.report.files` (the loggers'
+files: :mod:`recsys_seq.report.curves`); a run one of whose files it refuses is skipped here
+with one warning line.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from recsys_seq.optimized_metric import DEFAULT as DEFAULT_METRIC
 from recsys_seq.report.curves import LOSS, read_curve
 from recsys_seq.report.debug import debug_reason
 from recsys_seq.report.files import (
+    CHECKPOINT,
     HYDRA_CONFIG_FILE,
     HYDRA_FILE,
     UnreadableRun,
@@ -146,9 +148,12 @@ def load_run(run: Path, root: Path) -> Run:
     hydra = load_yaml(run, HYDRA_FILE) if (run / HYDRA_FILE).exists() else None
     config = load_config(run, hydra)
     overrides = load_overrides(run)
-    data_path = lookup(config, "data", "path") or _source_path(config)
-    metric = optimized_metric(config, config_file(run) or CONFIG_FILE)
     runtime_cwd = lookup(hydra, "hydra", "runtime", "cwd")
+    # recsys-eval and recsys-recommend name no model: the checkpoint's training run does
+    trained = _training_run(metrics, runtime_cwd) if "model" not in config else None
+    model = model_name(*(trained or (config, hydra)))
+    data_path = _data_path(config) or (trained and _data_path(trained[0]))
+    metric = optimized_metric(config, config_file(run) or CONFIG_FILE)
     curve = read_curve(run, metric, config, runtime_cwd)
     loss = read_curve(run, LOSS, config, runtime_cwd, per_epoch="mean")
     debug_choice = lookup(hydra, "hydra", "runtime", "choices", "debug")
@@ -156,7 +161,7 @@ def load_run(run: Path, root: Path) -> Run:
     return Run(
         path=run,
         name=str(relative) if str(relative) != "." else run.name,
-        model=model_name(config, hydra),
+        model=model,
         dataset=Path(data_path).name if data_path else "?",
         data_path=resolve_data_path(data_path, run),
         overrides=overrides,
@@ -187,6 +192,29 @@ def optimized_metric(config: dict, name: str) -> str:
         return metric
     monitor = lookup(config, "model", "monitor")
     return f"val/{monitor}" if monitor else DEFAULT_METRIC
+
+
+def _training_run(metrics: dict, runtime_cwd: str | None) -> tuple[dict, object] | None:
+    """The config and Hydra record of the training run whose checkpoint a run ranked or
+    served (metrics.json's ``checkpoint``, at ``<training run>/checkpoints/<file>``); None
+    where the checkpoint is not in a run folder, or that folder is gone or unreadable."""
+    checkpoint = metrics.get(CHECKPOINT)
+    if not isinstance(checkpoint, str):
+        return None
+    folder = Path(runtime_cwd or ".", checkpoint).parent  # an absolute path stays as it is
+    run = folder.parent
+    if folder.name != "checkpoints" or config_file(run) is None:
+        return None
+    try:
+        hydra = load_yaml(run, HYDRA_FILE) if (run / HYDRA_FILE).exists() else None
+        return load_config(run, hydra), hydra
+    except UnreadableRun:
+        return None
+
+
+def _data_path(config: dict) -> str | None:
+    """The data folder a run's config names: ``data.path``, else its shared source's."""
+    return lookup(config, "data", "path") or _source_path(config)
 
 
 def _source_path(config: dict) -> str | None:
