@@ -1,5 +1,6 @@
 """Guards found by attacking the command line: sweeps into a user's folder, run folders inside
-the data, trainer options Lightning refuses, benchmark options, datasets sharing a name."""
+the data, refused runs that leave folders behind, trainer options Lightning refuses, benchmark
+options, datasets sharing a name."""
 
 import subprocess
 import sys
@@ -53,6 +54,33 @@ def test_a_run_folder_inside_the_data_is_refused_and_left_no_trace(tmp_path, pre
                f"hydra.run.dir={prepared / 'run'}")  # fmt: skip
     refused(done, "recsys-train", "inside the input folder")
     assert snapshot(prepared) == before and not (prepared / "run").exists()
+
+
+REFUSED_IN_THE_TASK = [  # Hydra has made the run folder (and outputs/<task>/runs) by then
+    ("recsys-train", ["model.embedding_dim=-1"], "model.embedding_dim"),
+    ("recsys-eval", ["ckpt_path=missing.ckpt"], "missing.ckpt"),
+    ("recsys-recommend", ["ckpt_path=missing.ckpt"], "missing.ckpt"),
+    ("recsys-eval", ["ckpt_path=missing.ckpt", "hydra.run.dir=a/b/c"], "missing.ckpt"),
+]
+
+
+@pytest.mark.parametrize(("command", "args", "fragment"), REFUSED_IN_THE_TASK)
+def test_a_refused_run_leaves_no_folder_it_made(tmp_path, command, args, fragment):
+    work = tmp_path / "work"
+    work.mkdir()
+    refused(run(work, command, *args), command, fragment)
+    assert list(work.iterdir()) == []  # not outputs/<task>/runs either
+
+
+@pytest.mark.parametrize(("command", "args", "fragment"), REFUSED_IN_THE_TASK)
+def test_a_refused_run_leaves_the_folders_it_found(tmp_path, command, args, fragment):
+    work = tmp_path / "work"
+    (work / "outputs").mkdir(parents=True)  # the user's, empty
+    (work / "a").mkdir()
+    (work / "outputs" / "eval" / "runs" / "earlier").mkdir(parents=True)  # another run's
+    before = sorted(p.relative_to(work) for p in work.rglob("*"))
+    refused(run(work, command, *args), command, fragment)
+    assert sorted(p.relative_to(work) for p in work.rglob("*")) == before
 
 
 @pytest.mark.parametrize(

@@ -31,6 +31,7 @@ from recsys_seq.core.publish import (
     check_location,
     check_run_folder,
     discard_unclaimed_run_folder,
+    missing_parents,
 )
 
 
@@ -60,7 +61,8 @@ class RunFolderGuard(Callback):
         task = str(config.task_name)
         folder = _checked(lambda: check_run_folder(config.hydra.run.dir, inputs, task=task))
         if not folder.exists():
-            on_user_error(lambda: discard_unclaimed_run_folder(folder))
+            made_above = missing_parents(folder)  # what Hydra is about to make for the run
+            on_user_error(lambda: discard_unclaimed_run_folder(folder, made_above))
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         """A sweep folder holds Hydra's ``multirun.yaml``, numbered run folders and what

@@ -55,6 +55,7 @@ from recsys_seq.core.run_folders import (
     check_run_folder,
     claim_run_folder,
     discard_unclaimed_run_folder,
+    missing_parents,
 )
 from recsys_seq.core.temporaries import recover, remove, tag
 
@@ -70,6 +71,7 @@ __all__ = [
     "check_target",
     "claim_run_folder",
     "discard_unclaimed_run_folder",
+    "missing_parents",
     "output_errors",
     "publishing",
     "recover",

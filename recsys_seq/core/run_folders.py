@@ -14,11 +14,12 @@ Files published into a claimed folder are the project's (the ``run_file`` kind,
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
 import shutil
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from recsys_seq.core.artifacts import MARKER_FILE, read_marker, register_kind
@@ -85,11 +86,24 @@ def mark_growing_folder(folder: Path, kind: str, **facts: str) -> None:
         os.replace(tmp, folder / MARKER_FILE)
 
 
-def discard_unclaimed_run_folder(folder: Path) -> None:
-    """Remove a run folder that holds only what Hydra wrote (the run never claimed it)."""
+def discard_unclaimed_run_folder(folder: Path, made_above: Sequence[Path] = ()) -> None:
+    """Remove a run folder that holds only what Hydra wrote (the run never claimed it), then
+    the folders of ``made_above`` (innermost first: those Hydra made above it for this run,
+    ``outputs/eval/runs``) that are left empty; one that is not stops the walk."""
     unclaimed = folder.is_dir() and read_marker(folder) is None
-    if unclaimed and all(_HYDRA_ENTRIES.match(e.name) for e in folder.iterdir()):
-        shutil.rmtree(folder, ignore_errors=True)
+    if not (unclaimed and all(_HYDRA_ENTRIES.match(e.name) for e in folder.iterdir())):
+        return
+    shutil.rmtree(folder, ignore_errors=True)
+    for parent in made_above:
+        try:
+            parent.rmdir()  # only ever an empty folder
+        except OSError:
+            return
+
+
+def missing_parents(folder: Path) -> list[Path]:
+    """The folders above ``folder`` that do not exist yet, innermost first."""
+    return list(itertools.takewhile(lambda p: not p.exists(), folder.absolute().parents))
 
 
 def in_run_folder(path: Path) -> bool:
