@@ -104,8 +104,8 @@ class Checkpoint:
     def reblended(self, blend: float) -> RerankSpec:
         """The served rerank spec with the ranker's share ``blend``, or :class:`CheckpointError`
         for a model that was not trained as a blend."""
-        if not 0.0 <= blend <= 1.0:
-            raise ValueError(f"blend must be a share in [0, 1], got {blend}")
+        if isinstance(blend, bool) or not isinstance(blend, int | float) or not 0 <= blend <= 1:
+            raise ValueError(f"blend must be a share in [0, 1], got {blend!r}")
         if self.rerank is None or self.rerank.options.blend is None:
             kind = "a single model" if self.rerank is None else "a ranker trained on candidates"
             raise CheckpointError(

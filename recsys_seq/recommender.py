@@ -97,6 +97,12 @@ def load(
     blend=w`` does; None: as trained. An exported program keeps the share it was exported
     with (``recsys-export blend=w``), so it takes none here.
 
+    Raises:
+        CheckpointError: the file is refused (:mod:`recsys_seq.checkpoint`), or ``blend`` is
+            given for a checkpoint that is not a blend.
+        ExportError: an exported file is refused (:mod:`recsys_seq.exported`).
+        ValueError: ``blend`` is not a share in [0, 1], or is given with an exported file.
+
     A checkpoint is read as data only (:mod:`recsys_seq.checkpoint`: ``weights_only=True``,
     the model rebuilt from the project's registries, its catalogue checked against the
     model's item fingerprint); an exported file by torch.export, TorchScript or ONNX Runtime,

@@ -15,7 +15,7 @@ from recsys_seq.checkpoint import CheckpointError, open_checkpoint
 from recsys_seq.core.options import OptionError
 from recsys_seq.models.two_stage import BLEND_SHARES
 from recsys_seq.workflows.evaluate import evaluate
-from recsys_seq.workflows.export import export
+from recsys_seq.workflows.export import export, summary
 from recsys_seq.workflows.recommend import recommend
 from recsys_seq.workflows.train import train
 from tests.helpers import compose_config, histories, rerank_run, run_cli, short_checkpoint
@@ -211,13 +211,26 @@ def test_the_python_api_and_an_export_serve_a_chosen_share(
     assert_frame_equal(top_items(exported, requests), retriever)
     as_trained = recsys_seq.load(export_at(tmp_path / "trained", blended["checkpoint"]))
     assert_frame_equal(top_items(as_trained, requests), trained)
+    between = top_items(recsys_seq.load(blended["checkpoint"], blend=0.3), requests)
+    program = export_at(tmp_path / "between", blended["checkpoint"], "blend=0.3")
+    assert_frame_equal(top_items(recsys_seq.load(program), requests), between)
+
+
+def test_the_export_says_the_share_it_serves(tmp_path, blended):
+    cfg = compose_config(
+        "export",
+        tmp_path / "run",
+        [f"ckpt_path={blended['checkpoint']}", f"output={tmp_path / 'm.pt2'}", "blend=0.3"],
+    )
+    assert "with the ranker's share 0.3;" in summary(export(cfg))
 
 
 def test_a_share_the_api_or_export_cannot_serve_is_refused(tmp_path, blended, retriever_ckpt):
     with pytest.raises(CheckpointError, match="a single model"):
         recsys_seq.load(retriever_ckpt, blend=0.5)
-    with pytest.raises(ValueError, match="share in"):
-        recsys_seq.load(blended["checkpoint"], blend=1.5)
+    for share in (1.5, float("nan"), True, "0.5"):
+        with pytest.raises(ValueError, match="share in"):
+            recsys_seq.load(blended["checkpoint"], blend=share)
     program = export_at(tmp_path / "program", blended["checkpoint"])
     with pytest.raises(ValueError, match="recsys-export blend"):
         recsys_seq.load(program, blend=0.5)

@@ -73,11 +73,11 @@ def test_a_refused_run_leaves_no_folder_it_made(tmp_path, command, args, fragmen
 
 
 @pytest.mark.parametrize(("command", "args", "fragment"), REFUSED_IN_THE_TASK)
-def test_a_refused_run_leaves_the_folders_it_found(tmp_path, command, args, fragment):
+def test_a_refused_run_leaves_the_empty_folders_it_found(tmp_path, command, args, fragment):
     work = tmp_path / "work"
-    (work / "outputs").mkdir(parents=True)  # the user's, empty
-    (work / "a").mkdir()
-    (work / "outputs" / "eval" / "runs" / "earlier").mkdir(parents=True)  # another run's
+    task = command.removeprefix("recsys-")
+    (work / "outputs" / task / "runs").mkdir(parents=True)  # all empty, made before the run
+    (work / "a" / "b").mkdir(parents=True)
     before = sorted(p.relative_to(work) for p in work.rglob("*"))
     refused(run(work, command, *args), command, fragment)
     assert sorted(p.relative_to(work) for p in work.rglob("*")) == before

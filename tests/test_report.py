@@ -1,5 +1,6 @@
 """recsys-report over a tiny two-run sweep made with the real train()."""
 
+import shutil
 from pathlib import Path
 
 import polars as pl
@@ -93,25 +94,35 @@ def evaluated(folder: Path, checkpoint: Path) -> Path:
 
 
 def test_an_evaluation_is_named_by_its_checkpoints_training_run(sweep, tmp_path):
-    """recsys-eval's config names no model or data: the checkpoint's run folder does."""
-    checkpoint = sweep / "1" / "checkpoints" / "best.ckpt"
-    evaluated(tmp_path / "evals" / "in_run", checkpoint)
+    """recsys-eval's config names no model, data or optimised metric: the checkpoint's run
+    folder does, when it is one of the project's run folders."""
+    trained = tmp_path / "trained"
+    shutil.copytree(sweep / "1", trained)
+    config = trained / ".hydra" / "config.yaml"
+    config.write_text(config.read_text() + "optimized_metric: val/hr@10\n")
+    evaluated(tmp_path / "evals" / "in_run", trained / "checkpoints" / "best.ckpt")
     moved = tmp_path / "elsewhere" / "best.ckpt"  # a checkpoint outside any run folder
     moved.parent.mkdir()
-    moved.write_bytes(checkpoint.read_bytes())
+    moved.write_bytes((trained / "checkpoints" / "best.ckpt").read_bytes())
     evaluated(tmp_path / "evals" / "moved", moved)
-    result = report(tmp_path / "evals", include_debug=True)
-    named = dict(zip(result["table"]["run"], result["table"]["model"], strict=True))
-    datasets = dict(zip(result["table"]["run"], result["table"]["dataset"], strict=True))
-    assert named == {"in_run": "gru", "moved": "?"}
-    assert datasets == {"in_run": "demo", "moved": "?"}
+    posing = tmp_path / "posing"  # a "checkpoints" folder in a folder no run marked
+    (posing / "checkpoints").mkdir(parents=True)
+    (posing / ".hydra").mkdir()
+    (posing / ".hydra" / "config.yaml").write_text("model: {name: not-a-model}\n")
+    (posing / "checkpoints" / "best.ckpt").write_bytes(moved.read_bytes())
+    evaluated(tmp_path / "evals" / "posing", posing / "checkpoints" / "best.ckpt")
 
-    (sweep / "1" / ".hydra" / "config.yaml").rename(sweep / "1" / "config.hidden")
-    try:  # the training run's config gone: unnamed, not refused
-        again = report(tmp_path / "evals" / "in_run", include_debug=True)
-        assert again["table"]["model"].to_list() == ["?"]
-    finally:
-        (sweep / "1" / "config.hidden").rename(sweep / "1" / ".hydra" / "config.yaml")
+    result = report(tmp_path / "evals", include_debug=True)
+    rows = {run.name: (run.model, run.dataset, run.metric) for run in result["runs"]}
+    assert rows == {
+        "in_run": ("gru", "demo", "val/hr@10"),
+        "moved": ("?", "?", "val/ndcg@10"),
+        "posing": ("?", "?", "val/ndcg@10"),
+    }
+
+    config.write_text("- not a mapping\n")  # the training run's config unreadable: unnamed
+    again = report(tmp_path / "evals" / "in_run", include_debug=True)
+    assert again["table"]["model"].to_list() == ["?"]
 
 
 def test_markdown_shows_each_runs_optimized_metric_and_its_best_value():

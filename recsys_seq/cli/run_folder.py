@@ -38,7 +38,8 @@ from recsys_seq.core.publish import (
 class RunFolderGuard(Callback):
     """Refuses a run folder or an output that would overwrite a user's file, an input or
     another run's record; removes the folder Hydra made for a run that a user error stopped
-    before it started (so refused commands leave nothing).
+    before it started, and the folders Hydra made above it once empty (so refused commands
+    leave nothing).
 
     Args:
         inputs: the options (dotted keys) that name files or folders the command reads.

@@ -22,8 +22,9 @@ from pathlib import Path
 
 import polars as pl
 
+from recsys_seq.core.artifacts import read_marker
 from recsys_seq.core.errors import UserError
-from recsys_seq.core.run_folders import CONFIG_FILE, METRICS_FILE
+from recsys_seq.core.run_folders import CONFIG_FILE, METRICS_FILE, RUN
 from recsys_seq.optimized_metric import DEFAULT as DEFAULT_METRIC
 from recsys_seq.report.curves import LOSS, read_curve
 from recsys_seq.report.debug import debug_reason
@@ -149,11 +150,14 @@ def load_run(run: Path, root: Path) -> Run:
     config = load_config(run, hydra)
     overrides = load_overrides(run)
     runtime_cwd = lookup(hydra, "hydra", "runtime", "cwd")
-    # recsys-eval and recsys-recommend name no model: the checkpoint's training run does
-    trained = _training_run(metrics, runtime_cwd) if "model" not in config else None
-    model = model_name(*(trained or (config, hydra)))
-    data_path = _data_path(config) or (trained and _data_path(trained[0]))
     metric = optimized_metric(config, config_file(run) or CONFIG_FILE)
+    data_path = _data_path(config)
+    model = model_name(config, hydra)
+    trained = _training_run(metrics) if "model" not in config else None
+    if trained is not None:  # an evaluation: its checkpoint's training run names these
+        model = model_name(trained.config, trained.hydra)
+        data_path = data_path or _data_path(trained.config)
+        metric = metric if "optimized_metric" in config else trained.metric
     curve = read_curve(run, metric, config, runtime_cwd)
     loss = read_curve(run, LOSS, config, runtime_cwd, per_epoch="mean")
     debug_choice = lookup(hydra, "hydra", "runtime", "choices", "debug")
@@ -194,22 +198,34 @@ def optimized_metric(config: dict, name: str) -> str:
     return f"val/{monitor}" if monitor else DEFAULT_METRIC
 
 
-def _training_run(metrics: dict, runtime_cwd: str | None) -> tuple[dict, object] | None:
-    """The config and Hydra record of the training run whose checkpoint a run ranked or
-    served (metrics.json's ``checkpoint``, at ``<training run>/checkpoints/<file>``); None
-    where the checkpoint is not in a run folder, or that folder is gone or unreadable."""
+@dataclass(frozen=True)
+class TrainingRun:
+    """What an evaluation's run folder takes from its checkpoint's training run."""
+
+    config: dict
+    hydra: object
+    metric: str
+
+
+def _training_run(metrics: dict) -> TrainingRun | None:
+    """The training run whose checkpoint an evaluation ranked (metrics.json's absolute
+    ``checkpoint``, at ``<training run>/checkpoints/<file>``); None where the checkpoint is
+    not in a marked run folder whose config names a model, or that folder is unreadable."""
     checkpoint = metrics.get(CHECKPOINT)
-    if not isinstance(checkpoint, str):
+    if not isinstance(checkpoint, str) or not Path(checkpoint).is_absolute():
         return None
-    folder = Path(runtime_cwd or ".", checkpoint).parent  # an absolute path stays as it is
+    folder = Path(checkpoint).parent
     run = folder.parent
-    if folder.name != "checkpoints" or config_file(run) is None:
+    marker = read_marker(run)
+    if folder.name != "checkpoints" or marker is None or marker.get("artifact") != RUN:
         return None
     try:
-        hydra = load_yaml(run, HYDRA_FILE) if (run / HYDRA_FILE).exists() else None
-        return load_config(run, hydra), hydra
-    except UnreadableRun:
+        hydra = load_yaml(run, HYDRA_FILE) if os.path.lexists(run / HYDRA_FILE) else None
+        config = load_config(run, hydra)
+        metric = optimized_metric(config, str(run / (config_file(run) or CONFIG_FILE)))
+    except (UnreadableRun, OSError):
         return None
+    return TrainingRun(config, hydra, metric) if "model" in config else None
 
 
 def _data_path(config: dict) -> str | None:

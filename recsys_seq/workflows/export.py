@@ -289,7 +289,7 @@ register_kind(EXPORT, is_export)
 
 def export(cfg: DictConfig) -> dict[str, Any]:
     """Export ``cfg.ckpt_path`` to ``cfg.output`` (``.pt2``, ``.pt`` or ``.onnx``); returns the
-    model, scorer and output path."""
+    model, scorer, output path, serving contract and a blend's served share (else None)."""
     runs.quiet_console()
     options = runs.command_options(ExportOptions, cfg)
     output = Path(options.output or Path(cfg.paths.output_dir) / DEFAULT_OUTPUT)
@@ -307,6 +307,7 @@ def export(cfg: DictConfig) -> dict[str, Any]:
         task = trained.build(blend=options.blend)
         scorer = TwoStageRanker(task, exclude_history=exclude_history)
         model = task.retriever
+        blend = task.rerank.options.blend  # the share the program serves; None: not a blend
     elif spec.scorer.name != "dot_product":
         raise OptionError(
             f"recsys-export supports models with the dot_product scorer and two-stage models, "
@@ -316,6 +317,7 @@ def export(cfg: DictConfig) -> dict[str, Any]:
     else:
         model = trained.build().model
         scorer = NextItemScorer(model, exclude_history=exclude_history)
+        blend = None
     check_format(scorer, output.suffix)
     contract = serving_contract(scorer, trained, exclude_history)
     extra = {ARTIFACT_KEY: EXPORT} | extra_texts(contract, catalogue)
@@ -329,7 +331,14 @@ def export(cfg: DictConfig) -> dict[str, Any]:
                     torch.export.save(export_program(scorer), path, extra_files=extra)
                 else:
                     torch.jit.save(trace(scorer), path, _extra_files=extra)
-    return {"model": model, "spec": spec, "scorer": scorer, "output": output, "contract": contract}
+    return {
+        "model": model,
+        "spec": spec,
+        "scorer": scorer,
+        "output": output,
+        "contract": contract,
+        "blend": blend,
+    }
 
 
 def serving_contract(
@@ -394,10 +403,12 @@ def summary(result: dict[str, Any]) -> str:
         "serves original ids"
     )
     if isinstance(scorer, TwoStageRanker):
+        blend = result["blend"]
+        share = "" if blend is None else f" with the ranker's share {blend:g}"
         return (
             f"Exported the two-stage {spec.name} (retriever's top {scorer.num_candidates} "
-            f"re-ranked; inputs: {inputs}; outputs: candidates, scores in the final order"
-            f"{carries}) to {result['output']}"
+            f"re-ranked{share}; inputs: {inputs}; outputs: candidates, scores in the final "
+            f"order{carries}) to {result['output']}"
         )
     model = result["model"]
     return (
