@@ -125,6 +125,27 @@ def test_an_evaluation_is_named_by_its_checkpoints_training_run(sweep, tmp_path)
     assert again["table"]["model"].to_list() == ["?"]
 
 
+def test_an_evaluation_of_a_debug_runs_checkpoint_is_a_debug_run(sweep, tmp_path):
+    """A checkpoint trained on a few batches makes its evaluation's figures a debug run's too:
+    left out of a report unless asked for, and named by the training run's reason."""
+    debug_trained = tmp_path / "trained"  # the sweep trains on 3 batches an epoch
+    shutil.copytree(sweep / "1", debug_trained)
+    evaluated(tmp_path / "evals" / "of_debug", debug_trained / "checkpoints" / "best.ckpt")
+    with pytest.raises(ReportError, match="its checkpoint's training run: trainer.limit_"):
+        report(tmp_path / "evals")
+
+    config = debug_trained / ".hydra" / "config.yaml"  # the same run, as a real one
+    real = OmegaConf.load(config)
+    for limit in ("limit_train_batches", "limit_val_batches", "limit_test_batches"):
+        real.trainer[limit] = None
+    OmegaConf.save(real, config)
+    (debug_trained / ".hydra" / "overrides.yaml").write_text("[]\n")
+    result = report(tmp_path / "evals")
+    assert [(run.name, run.model, run.debug) for run in result["runs"]] == [
+        ("of_debug", "gru", None)
+    ]
+
+
 def test_markdown_shows_each_runs_optimized_metric_and_its_best_value():
     frame = pl.DataFrame(
         {

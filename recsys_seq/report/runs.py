@@ -153,14 +153,15 @@ def load_run(run: Path, root: Path) -> Run:
     metric = optimized_metric(config, config_file(run) or CONFIG_FILE)
     data_path = _data_path(config)
     model = model_name(config, hydra)
+    debug = debug_reason(config, overrides, lookup(hydra, "hydra", "runtime", "choices", "debug"))
     trained = _training_run(metrics) if "model" not in config else None
     if trained is not None:  # an evaluation: its checkpoint's training run names these
         model = model_name(trained.config, trained.hydra)
         data_path = data_path or _data_path(trained.config)
         metric = metric if "optimized_metric" in config else trained.metric
+        debug = debug or trained.debug
     curve = read_curve(run, metric, config, runtime_cwd)
     loss = read_curve(run, LOSS, config, runtime_cwd, per_epoch="mean")
-    debug_choice = lookup(hydra, "hydra", "runtime", "choices", "debug")
     relative = run.relative_to(root)
     return Run(
         path=run,
@@ -175,7 +176,7 @@ def load_run(run: Path, root: Path) -> Run:
         curve_source=curve.source,
         curve_unread=curve.unread,
         loss=loss.points,
-        debug=debug_reason(config, overrides, debug_choice),
+        debug=debug,
     )
 
 
@@ -205,6 +206,7 @@ class TrainingRun:
     config: dict
     hydra: object
     metric: str
+    debug: str | None  # why that run is a debug run (its metrics are a few batches'), or None
 
 
 def _training_run(metrics: dict) -> TrainingRun | None:
@@ -223,9 +225,13 @@ def _training_run(metrics: dict) -> TrainingRun | None:
         hydra = load_yaml(run, HYDRA_FILE) if os.path.lexists(run / HYDRA_FILE) else None
         config = load_config(run, hydra)
         metric = optimized_metric(config, str(run / (config_file(run) or CONFIG_FILE)))
+        choice = lookup(hydra, "hydra", "runtime", "choices", "debug")
+        debug = debug_reason(config, load_overrides(run), choice)
     except (UnreadableRun, OSError):
         return None
-    return TrainingRun(config, hydra, metric) if "model" in config else None
+    if "model" not in config:
+        return None
+    return TrainingRun(config, hydra, metric, debug and f"its checkpoint's training run: {debug}")
 
 
 def _data_path(config: dict) -> str | None:
