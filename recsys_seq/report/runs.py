@@ -153,7 +153,7 @@ def load_run(run: Path, root: Path) -> Run:
     metric = optimized_metric(config, config_file(run) or CONFIG_FILE)
     data_path = _data_path(config)
     model = model_name(config, hydra)
-    debug = debug_reason(config, overrides, lookup(hydra, "hydra", "runtime", "choices", "debug"))
+    debug = _debug(config, overrides, hydra)
     trained = _training_run(metrics) if "model" not in config else None
     if trained is not None:  # an evaluation: its checkpoint's training run names these
         model = model_name(trained.config, trained.hydra)
@@ -225,13 +225,17 @@ def _training_run(metrics: dict) -> TrainingRun | None:
         hydra = load_yaml(run, HYDRA_FILE) if os.path.lexists(run / HYDRA_FILE) else None
         config = load_config(run, hydra)
         metric = optimized_metric(config, str(run / (config_file(run) or CONFIG_FILE)))
-        choice = lookup(hydra, "hydra", "runtime", "choices", "debug")
-        debug = debug_reason(config, load_overrides(run), choice)
+        debug = _debug(config, load_overrides(run), hydra)
     except (UnreadableRun, OSError):
         return None
     if "model" not in config:
         return None
     return TrainingRun(config, hydra, metric, debug and f"its checkpoint's training run: {debug}")
+
+
+def _debug(config: dict, overrides: list[str], hydra: object) -> str | None:
+    """Why a run folder holds a debug run (:func:`debug_reason`), or None."""
+    return debug_reason(config, overrides, lookup(hydra, "hydra", "runtime", "choices", "debug"))
 
 
 def _data_path(config: dict) -> str | None:
