@@ -2,6 +2,7 @@
 several workers), the summary and plots, through the real conf/ on the bundled demo data."""
 
 import itertools
+import json
 import os
 import re
 import shlex
@@ -11,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import optuna
@@ -22,9 +24,12 @@ from optuna.trial import TrialState, create_trial
 
 from recsys_seq import configs
 from recsys_seq.cli.tune import main as tune_main
+from recsys_seq.core.artifacts import MARKER_FILE, read_marker
 from recsys_seq.core.errors import UserError
 from recsys_seq.core.options import OptionError
 from recsys_seq.core.publish import OutputRefused
+from recsys_seq.core.run_folders import mark_growing_folder
+from recsys_seq.tune import folder as sweep_folder
 from recsys_seq.tune.folder import HISTORY, IMPORTANCES, PARALLEL, claim_sweep_folder
 from recsys_seq.tune.interrupt import stop_on_sigint, stops_trial
 from recsys_seq.tune.plots import plot_plan, save_plots
@@ -130,6 +135,61 @@ def test_sweep_folder_is_claimed_and_a_users_folder_refused(tmp_path):
     with pytest.raises(OutputRefused, match="data.csv"):
         claim_sweep_folder(users)
     assert (users / "data.csv").read_text() == "1\n"
+
+
+def test_a_sweep_folder_another_worker_is_claiming_is_claimed_too(tmp_path, monkeypatch):
+    # the other worker has made the folder and is writing its marker
+    folder = tmp_path / "study"
+    folder.mkdir()
+    (folder / f".{MARKER_FILE}.tmp-host-1-0123abcd").write_text("{}")
+    assert claim_sweep_folder(folder) == folder
+    assert read_marker(folder)["artifact"] == "study"
+    # its marker lands between this worker's look at the entries and its read of the marker
+    racing = tmp_path / "racing"
+    racing.mkdir()
+    read = sweep_folder.read_marker
+
+    def marker_lands_first(path):
+        mark_growing_folder(racing, "study")
+        return read(path)
+
+    monkeypatch.setattr(sweep_folder, "read_marker", marker_lands_first)
+    assert claim_sweep_folder(racing) == racing
+
+
+def test_many_workers_claiming_one_sweep_folder_at_once_all_get_it(tmp_path):
+    workers = 8
+    for attempt in range(20):
+        folder = tmp_path / f"study{attempt}"
+        start = threading.Barrier(workers)
+
+        def claim(folder=folder, start=start):
+            start.wait()
+            return claim_sweep_folder(folder)
+
+        with ThreadPoolExecutor(workers) as pool:
+            claimed = list(pool.map(lambda _: claim(), range(workers)))
+        assert claimed == [folder] * workers
+        assert [e.name for e in folder.iterdir()] == [MARKER_FILE]
+
+
+@pytest.mark.parametrize(
+    "entries",
+    [
+        [".summary.md.tmp-host-1-0123abcd"],  # a temporary of a study's file, but no marker
+        [f".{MARKER_FILE}.tmp-host-1-0123abcd", "notes.txt"],
+        [MARKER_FILE, f".{MARKER_FILE}.tmp-host-1-0123abcd"],  # another artifact's marker
+    ],
+)
+def test_a_folder_that_is_no_study_is_refused_whatever_temporaries_it_holds(tmp_path, entries):
+    folder = tmp_path / "users"
+    folder.mkdir()
+    for name in entries:
+        (folder / name).write_text(json.dumps({"artifact": "run", "task": "train"}))
+    before = {p.name: p.read_text() for p in folder.iterdir()}
+    with pytest.raises(OutputRefused, match="did not write"):
+        claim_sweep_folder(folder)
+    assert {p.name: p.read_text() for p in folder.iterdir()} == before
 
 
 def options(tmp_path: Path, **values) -> TuneOptions:

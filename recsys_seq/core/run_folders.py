@@ -40,6 +40,10 @@ _RUN_ENTRIES = re.compile(
 )
 
 
+# the marker a concurrent claim of the same folder is writing (see mark_growing_folder)
+MARKER_TEMPORARY = re.compile(rf"^\.{re.escape(MARKER_FILE)}\.tmp-.+$")
+
+
 def check_run_folder(folder: str | Path, inputs: Iterable[str | Path] = (), *, task: str) -> Path:
     """The absolute run folder if the ``task`` run may use it: new, empty, holding only what
     Hydra writes for a run, or a run folder of the same task holding only what runs write (a

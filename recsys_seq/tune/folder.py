@@ -15,7 +15,7 @@ from pathlib import Path
 from recsys_seq.core.artifacts import MARKER_FILE, read_marker, register_kind
 from recsys_seq.core.publish import OutputRefused, write_text
 from recsys_seq.core.refusals import check_location
-from recsys_seq.core.run_folders import mark_growing_folder
+from recsys_seq.core.run_folders import MARKER_TEMPORARY, mark_growing_folder
 
 STUDY = "study"  # the sweep folder's artifact kind (its marker)
 STUDY_FILE = "study_file"  # a file recsys-tune publishes into a claimed sweep folder
@@ -53,10 +53,14 @@ def claim_sweep_folder(folder: str | Path) -> Path:
     folder = check_location(folder, STUDY, True, ())
     if folder.exists() and not folder.is_dir():
         raise OutputRefused(f"Sweep folder {folder} is a file; pick another tune.sweep_dir.")
+    # entries before the marker: a worker claiming the folder at this instant may add its
+    # marker between the two reads, never remove it
+    entries = list(folder.iterdir()) if folder.is_dir() else []
     marker = read_marker(folder) if folder.is_dir() else None
     ours = marker is not None and marker.get("artifact") == STUDY
-    entries = list(folder.iterdir()) if folder.is_dir() else []
-    foreign = [e.name for e in entries if not (ours and _ENTRIES.fullmatch(e.name))]
+    # before the marker lands, another worker's claim shows only as its marker temporary
+    claimable = _ENTRIES if ours else MARKER_TEMPORARY
+    foreign = [e.name for e in entries if not claimable.fullmatch(e.name)]
     if foreign:
         raise OutputRefused(
             f"Sweep folder {folder} already holds {', '.join(sorted(foreign)[:3])}, which "
