@@ -17,6 +17,7 @@ import polars as pl
 from data_prep import schema
 
 USER, TS = schema.RAW_USER, schema.RAW_TIMESTAMP
+WIDE_INTEGERS = (pl.Int64, pl.UInt64, pl.Int128, pl.UInt128)  # 64 bits or wider
 
 
 def sort_bounds(frame: pl.DataFrame) -> dict[str, Any] | None:
@@ -55,7 +56,9 @@ def user_time_key(bounds: Mapping[str, Any]) -> pl.Expr | None:
 
 
 def _from(column: str, low: int, bounds: Mapping[str, Any]) -> pl.Expr:
-    """``column - low`` as Int64 without overflow (the range is known to fit in 63 bits)."""
-    if bounds.get(f"{column}_dtype") == pl.UInt64:
-        return (pl.col(column) - low).cast(pl.Int64)
-    return pl.col(column).cast(pl.Int64) - int(low)
+    """``column - low`` as Int64, exact for ids of any integer type: the difference is taken
+    in a type that holds both (the column's own from 64 bits up, where ``low`` is its minimum,
+    else Int64: ``127 - -128`` is no Int8) and fits in Int64 (the range fits in 63 bits)."""
+    dtype = bounds[f"{column}_dtype"]
+    wide = dtype if dtype in WIDE_INTEGERS else pl.Int64
+    return (pl.col(column).cast(wide) - pl.lit(low, wide)).cast(pl.Int64)
