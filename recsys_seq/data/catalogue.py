@@ -13,7 +13,7 @@ belongs to other items is refused. An exported program carries the same values a
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -30,6 +30,11 @@ from data_prep.prep import item_fingerprint
 ITEM_LEVEL_FEATURES = ("category",)
 """Side features that belong to the item (one value per item in ``items.parquet``); the
 others (``event``, ``gap``) belong to each event of a history."""
+WIDE_ID_TYPES = {str(dtype): dtype for dtype in (pl.UInt64, pl.Int128, pl.UInt128)}
+"""Integer id types that int64 does not hold (a parquet log's UInt64 hashes, a csv's larger
+integers): a stored catalogue keeps their ids as decimal text under the type's name
+(:data:`ID_TYPE_KEY`), so they come back as they were; an int64 vector would wrap them."""
+ID_TYPE_KEY = "original_id_type"
 
 
 class CatalogueError(ValueError):
@@ -41,8 +46,9 @@ class Catalogue:
     """Items ``1..N`` of a prepared dataset.
 
     Attributes:
-        original_ids: ``(N,)`` the original id of item ``i`` at position ``i - 1``, Int64 or
-            String as in ``items.parquet`` (the canonical ids of :mod:`data_prep.ids`).
+        original_ids: ``(N,)`` the original id of item ``i`` at position ``i - 1``, of the
+            integer type or String of ``items.parquet`` (the canonical ids of
+            :mod:`data_prep.ids`).
         counts: ``(N + 1,)`` int64 training occurrences per item, PAD 0.
         features: item-level side features present in the data, each ``(N + 1,)`` int64
             (PAD 0).
@@ -81,14 +87,9 @@ class Catalogue:
         return cls(frame[schema.ORIGINAL_ID], by_item(schema.COUNT), features, coded)
 
     def record(self) -> dict[str, Any]:
-        """Checkpoint-safe values: tensors, and text ids as a list of strings."""
-        ids = self.original_ids
+        """Checkpoint-safe values: tensors, and ids as :func:`_id_record` stores them."""
         return {
-            "original_ids": (
-                torch.from_numpy(ids.to_numpy().astype(np.int64))
-                if ids.dtype.is_integer()
-                else ids.cast(pl.String).to_list()
-            ),
+            **_id_record(self.original_ids, torch.tensor),
             "counts": torch.from_numpy(self.counts),
             "features": {name: torch.from_numpy(v) for name, v in self.features.items()},
         }
@@ -103,7 +104,7 @@ class Catalogue:
         """
         if not isinstance(record, Mapping):
             raise CatalogueError("its item catalogue is not a mapping")
-        ids = _original_ids(record.get("original_ids"))
+        ids = _original_ids(record.get("original_ids"), record.get(ID_TYPE_KEY))
         if len(ids) != num_items:
             raise CatalogueError(f"its catalogue lists {len(ids)} items, the model has {num_items}")
         if item_fingerprint(ids) != fingerprint:
@@ -121,13 +122,10 @@ class Catalogue:
     def json_record(self) -> dict[str, Any]:
         """The catalogue as plain JSON values, for an exported program (read by ``json``
         alone, no torch or polars): ``original_ids`` a list of integers or strings in index
-        order (item ``i`` at position ``i - 1``), ``counts`` and each feature a list of
-        ``N + 1`` integers, PAD first."""
-        ids = self.original_ids
+        order (item ``i`` at position ``i - 1``; :func:`_id_record`), ``counts`` and each
+        feature a list of ``N + 1`` integers, PAD first."""
         return {
-            "original_ids": ids.to_list()
-            if ids.dtype.is_integer()
-            else ids.cast(pl.String).to_list(),
+            **_id_record(self.original_ids, np.ndarray.tolist),
             "counts": self.counts.tolist(),
             "features": {name: values.tolist() for name, values in self.features.items()},
         }
@@ -149,6 +147,7 @@ class Catalogue:
         return cls.from_record(
             {
                 "original_ids": _int64_vector(record.get("original_ids")),
+                ID_TYPE_KEY: record.get(ID_TYPE_KEY),
                 "counts": _int64_vector(record.get("counts")),
                 "features": features,
             },
@@ -195,13 +194,41 @@ def _codes_by_item(column: pl.Series, index: np.ndarray, num_items: int) -> np.n
     return out
 
 
-def _original_ids(value: object) -> pl.Series:
+def _id_record(ids: pl.Series, vector: Callable[[np.ndarray], object]) -> dict[str, Any]:
+    """The ``original_ids`` of a stored catalogue: integer ids that int64 holds as
+    ``vector`` of their int64 array; text ids, and the integers of :data:`WIDE_ID_TYPES` as
+    decimal text with their type's name (exact for any JSON reader too), as strings."""
+    if ids.dtype.is_integer() and str(ids.dtype) not in WIDE_ID_TYPES:
+        return {"original_ids": vector(ids.cast(pl.Int64).to_numpy())}
+    wide = {ID_TYPE_KEY: str(ids.dtype)} if ids.dtype.is_integer() else {}
+    return {"original_ids": ids.cast(pl.String).to_list(), **wide}
+
+
+def _original_ids(value: object, id_type: object) -> pl.Series:
+    """:func:`_id_record`'s ids back, as the Series they were stored from."""
     name = schema.ORIGINAL_ID
+    if id_type is not None:
+        return _wide_ids(value, id_type)
     if isinstance(value, torch.Tensor) and value.dtype == torch.int64 and value.dim() == 1:
         return pl.Series(name, value.numpy(), dtype=pl.Int64)
     if isinstance(value, list) and all(isinstance(v, str) for v in value):
         return pl.Series(name, value, dtype=pl.String)
     raise CatalogueError("its catalogue's original_ids are neither an int64 vector nor strings")
+
+
+def _wide_ids(value: object, id_type: object) -> pl.Series:
+    """Ids of a type of :data:`WIDE_ID_TYPES`, stored as decimal text."""
+    dtype = WIDE_ID_TYPES.get(id_type) if isinstance(id_type, str) else None
+    if dtype is None:
+        raise CatalogueError(
+            f"its catalogue's {ID_TYPE_KEY} {id_type!r} is none of {', '.join(WIDE_ID_TYPES)}"
+        )
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise CatalogueError(f"its catalogue's {id_type} original_ids are not decimal strings")
+    try:
+        return pl.Series(schema.ORIGINAL_ID, value, dtype=pl.String).cast(dtype)
+    except pl.exceptions.InvalidOperationError:
+        raise CatalogueError(f"its catalogue's original_ids are not all {id_type} values") from None
 
 
 def _item_vector(value: object, num_items: int, what: str) -> np.ndarray:
