@@ -1,6 +1,6 @@
 """Hydra multiruns from the command line: a model sweep on the local parallel launcher, its
 summary table (printed and in summary.md), and recsys-report over the sweep folder. Optuna
-studies are recsys-tune's (tests/test_tune.py)."""
+studies are recsys-tune's (tests/test_tune_*.py)."""
 
 import json
 import os

@@ -2,7 +2,9 @@
 (:mod:`.runs`), the installed commands (:mod:`.commands`) and the hostile-input cases run
 through them (:mod:`.cases`), damaged prepared folders (:mod:`.prepared`), prep on a tiny file
 (:mod:`.prep`), the encoder contract (:mod:`.encoders`) and hand-written run folders
-(:mod:`.reports`). Fixtures are in ``tests/conftest.py``."""
+(:mod:`.reports`); the item-table tests' log and readers (:mod:`.items`) and recsys-tune's
+search spaces (:mod:`.tune`) are imported from their modules. Fixtures are in
+``tests/conftest.py``."""
 
 from tests.helpers.cases import (
     EVAL,

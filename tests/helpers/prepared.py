@@ -12,7 +12,7 @@ from recsys_seq.core.errors import UserError
 from recsys_seq.data import PreparedSequences
 from recsys_seq.data.checking import PreparedDataError
 
-# (tests/test_prepared_files.py, tests/test_prepared_tables.py, tests/test_prep_items.py; the
+# (tests/test_prepared_files.py, tests/test_prepared_tables.py, tests/test_prep_items_load.py; the
 # folder itself is the ``prepared`` fixture, tests/conftest.py)
 
 SEQ, ITEMS, USERS, META, PNG = (
