@@ -72,7 +72,7 @@ class Recommendation:
 class WindowScorer(Protocol):
     """What a :class:`Recommender` scores its windows with: a checkpoint's
     :class:`~recsys_seq.models.NextItemTask` (:meth:`~NextItemTask.serve`, the predict path),
-    or an exported program (:class:`recsys_seq.exported.ExportedScorer`)."""
+    or an exported program (:class:`recsys_seq.exported_scorers.ExportedScorer`)."""
 
     exclude_history: bool  # the history rule it serves by when a call does not say
 

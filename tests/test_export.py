@@ -9,7 +9,9 @@ from recsys_seq import checkpoint as checkpoints
 from recsys_seq.core.options import OptionError
 from recsys_seq.models import build_model, model_spec
 from recsys_seq.models.encoders.gru import GRUEncoder
-from recsys_seq.workflows.export import NextItemScorer, example_inputs, export, export_program
+from recsys_seq.workflows.export import export
+from recsys_seq.workflows.export_formats import export_program
+from recsys_seq.workflows.export_programs import NextItemScorer, example_inputs
 from tests.helpers import compose_config
 
 # (batch size, sequence length): neither is the (3, 5) the program was traced with

@@ -20,7 +20,7 @@ import recsys_seq
 from recsys_seq.checkpoint import open_checkpoint
 from recsys_seq.core.errors import UserError
 from recsys_seq.core.options import OptionError
-from recsys_seq.exported import CATALOGUE_KEY, CONTRACT_KEY, ExportError
+from recsys_seq.exported_contract import CATALOGUE_KEY, CONTRACT_KEY, ExportError
 from recsys_seq.workflows.export import export
 from recsys_seq.workflows.train import train
 from tests.helpers import compose_config, histories, rerank_run, short_checkpoint

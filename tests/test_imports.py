@@ -41,6 +41,8 @@ FLOORS = (
         "recsys_seq.callbacks",
         "recsys_seq.checkpoint",
         "recsys_seq.exported",
+        "recsys_seq.exported_contract",
+        "recsys_seq.exported_scorers",
         "recsys_seq.serving",
         "recsys_seq.configs",
         "recsys_seq.report",

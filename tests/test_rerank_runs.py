@@ -18,7 +18,8 @@ from recsys_seq.core.options import OptionError
 from recsys_seq.models import TwoStageTask
 from recsys_seq.workflows import runs
 from recsys_seq.workflows.evaluate import evaluate
-from recsys_seq.workflows.export import TwoStageRanker, example_inputs, export
+from recsys_seq.workflows.export import export
+from recsys_seq.workflows.export_programs import TwoStageRanker, example_inputs
 from recsys_seq.workflows.recommend import recommend
 from recsys_seq.workflows.train import train
 from tests.helpers import SHORT, compose_config, rerank_run, short_checkpoint, train_config
