@@ -305,30 +305,34 @@ def _locate_bad_value(path: Path, fmt: Mapping[str, Any]) -> str | None:
     try:
         inferred = pl.scan_csv(path, infer_schema_length=INFER_ROWS, **kwargs).collect_schema()
         text = pl.scan_csv(path, infer_schema=False, **kwargs).with_row_index(ROW)
-        for col in (fmt.get("columns") or {}).values():
-            if col is None or col not in inferred or not inferred[col].is_numeric():
-                continue
-            cast = pl.col(col).str.strip_chars().cast(inferred[col], strict=False)
-            found = _first_uncast(text, col, cast, path, fmt, "a number")
-            if found:
-                return found
+        casts = {
+            col: pl.col(col).str.strip_chars().cast(inferred[col], strict=False)
+            for col in (fmt.get("columns") or {}).values()
+            if col is not None and col in inferred and inferred[col].is_numeric()
+        }
+        return _first_uncast(text, casts, path, fmt, "a number")
     except LOCATE_ERRORS:
         return None
-    return None
 
 
 def _first_uncast(
-    text: pl.LazyFrame, col: str, cast: pl.Expr, path: Path, fmt: Mapping[str, Any], kind: str
+    text: pl.LazyFrame,
+    casts: Mapping[str, pl.Expr],
+    path: Path,
+    fmt: Mapping[str, Any],
+    kind: str,
 ) -> str | None:
-    """Where the first value of ``col`` that ``cast`` turns into null is, as a message."""
-    bad = text.filter(cast.is_null() & pl.col(col).is_not_null()).select(ROW, col).head(1)
-    bad = bad.collect()
-    if not bad.height:
-        return None
-    return (
-        f"{where(bad[ROW].item(), path, fmt)}, column {col!r}: value {bad[col].item()!r} is "
-        f"not {kind} like the rows before it."
-    )
+    """Where the first value that its column's cast (``casts``, column by column in order)
+    turns into null is, as a message; None when every value casts."""
+    for col, cast in casts.items():
+        bad = text.filter(cast.is_null() & pl.col(col).is_not_null()).select(ROW, col).head(1)
+        bad = bad.collect()
+        if bad.height:
+            return (
+                f"{where(bad[ROW].item(), path, fmt)}, column {col!r}: value "
+                f"{bad[col].item()!r} is not {kind} like the rows before it."
+            )
+    return None
 
 
 def _locate_text_field(path: Path, fmt: Mapping[str, Any]) -> str | None:
@@ -338,14 +342,10 @@ def _locate_text_field(path: Path, fmt: Mapping[str, Any]) -> str | None:
         text = text_fields(path, fmt)
         names = text.collect_schema().names()
         text = text.with_row_index(ROW)
-        for col in int_columns(text, names):
-            cast = pl.col(col).cast(pl.Int64, strict=False)
-            found = _first_uncast(text, col, cast, path, fmt, "an integer")
-            if found:
-                return found
+        casts = {col: pl.col(col).cast(pl.Int64, strict=False) for col in int_columns(text, names)}
+        return _first_uncast(text, casts, path, fmt, "an integer")
     except LOCATE_ERRORS:
         return None
-    return None
 
 
 def _locate_json_line(path: Path, fmt: Mapping[str, Any]) -> str | None:

@@ -92,14 +92,24 @@ def _under(name: str, prefixes: list[str]) -> bool:
     return any(name == p or name.startswith(f"{p}.") for p in prefixes)
 
 
-def step_loss(outputs: Any) -> torch.Tensor | None:
-    """The training step's loss, detached, from what ``training_step`` returned (a tensor
-    or a dict with ``loss``); None for a skipped step."""
-    loss = outputs["loss"] if isinstance(outputs, dict) else outputs
-    return None if loss is None else loss.detach()
+class StepLossCallback(L.Callback):
+    """A callback that reads each training step's loss, detached, from what
+    ``training_step`` returned (a tensor or a dict with ``loss``), through
+    :meth:`on_step_loss`; a skipped step (None) is not passed on."""
+
+    def on_train_batch_end(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch, batch_idx
+    ) -> None:
+        loss = outputs["loss"] if isinstance(outputs, dict) else outputs
+        if loss is not None:
+            self.on_step_loss(loss.detach())
+
+    def on_step_loss(self, loss: torch.Tensor) -> None:
+        """One training step's loss (detached, on the device)."""
+        raise NotImplementedError
 
 
-class EpochLog(L.Callback):
+class EpochLog(StepLossCallback):
     """One plain line per epoch: ``epoch 4/200  loss 7.8105  val/ndcg@10 0.0410  best 0.0410
     63 s``.
 
@@ -117,12 +127,7 @@ class EpochLog(L.Callback):
     def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._loss_sum, self._steps, self._started = None, 0, time.monotonic()
 
-    def on_train_batch_end(
-        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch, batch_idx
-    ) -> None:
-        loss = step_loss(outputs)
-        if loss is None:
-            return
+    def on_step_loss(self, loss: torch.Tensor) -> None:
         loss = loss.float()
         self._loss_sum = loss if self._loss_sum is None else self._loss_sum + loss
         self._steps += 1
@@ -143,7 +148,7 @@ class EpochLog(L.Callback):
         get_console().print("  ".join(parts), markup=False, highlight=False, soft_wrap=True)
 
 
-class StopOnDivergence(L.Callback):
+class StopOnDivergence(StepLossCallback):
     """Stops training after an epoch in which the training loss was NaN or infinite on any
     process.
 
@@ -161,12 +166,7 @@ class StopOnDivergence(L.Callback):
     def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._finite = None
 
-    def on_train_batch_end(
-        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch, batch_idx
-    ) -> None:
-        loss = step_loss(outputs)
-        if loss is None:
-            return
+    def on_step_loss(self, loss: torch.Tensor) -> None:
         finite = torch.isfinite(loss).all()
         self._finite = finite if self._finite is None else self._finite & finite
 

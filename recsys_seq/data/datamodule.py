@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,13 @@ from recsys_seq.data.mapped import ensure_cache, load_mapped
 from recsys_seq.data.options import DataOptions
 from recsys_seq.data.sampler import BucketBatchSampler
 from recsys_seq.data.shared import check_source, prepare_source
+
+
+def _read(path: str, doc: str) -> property:
+    """A read-only attribute that is ``self.<path>`` (``"options.max_len"``): what callers
+    read of the options (:class:`DataOptions` documents each) and of the loaded data, without
+    a method each."""
+    return property(attrgetter(path), doc=doc)
 
 
 class SequenceDataModule(L.LightningDataModule):
@@ -63,13 +71,14 @@ class SequenceDataModule(L.LightningDataModule):
     def from_options(cls, options: DataOptions) -> SequenceDataModule:
         return cls(**as_plain(options))
 
-    @property
-    def max_len(self) -> int:
-        return self.options.max_len
-
-    @property
-    def train_windows(self) -> str:
-        return self.options.train_windows
+    max_len = _read("options.max_len", "The longest input window.")
+    train_windows = _read("options.train_windows", "How a training history is cut into windows.")
+    sampled_negatives = _read(
+        "options.sampled_negatives",
+        "Fixed negatives per user in evaluation batches (0: all-item ranking only).",
+    )
+    num_items = _read("data.num_items", "N: item indices 1..N, 0 is PAD.")
+    meta = _read("data.meta", "The prepared folder's meta.json.")
 
     def prepare_data(self) -> None:
         """Prepare the ``source`` dataset (kept when already prepared), and with the mapped
@@ -102,19 +111,6 @@ class SequenceDataModule(L.LightningDataModule):
         if self.options.loader == "mapped":
             state["_data"] = None
         return state
-
-    @property
-    def num_items(self) -> int:
-        return self.data.num_items
-
-    @property
-    def sampled_negatives(self) -> int:
-        """Fixed negatives per user in evaluation batches (0: all-item ranking only)."""
-        return self.options.sampled_negatives
-
-    @property
-    def meta(self) -> dict:
-        return self.data.meta
 
     def facts(self) -> DataFacts:
         """What a model built for this data needs to know (see :class:`DataFacts`); the

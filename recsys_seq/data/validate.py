@@ -209,17 +209,11 @@ def check_items(file: Path, meta: Mapping[str, Any]) -> None:
         },
     )
     _same_count(file, frame.height, "items", meta)
-    original = pl.col(schema.ORIGINAL_ID)
     check_rules(
         file,
         frame,
         [
-            each_row(
-                "has item indices that are not exactly 1..N in order",
-                pl.col(schema.ITEM) == pl.int_range(1, pl.len() + 1),
-            ),
-            each_row(f"has a missing {schema.ORIGINAL_ID!r}", original.is_not_null()),
-            each_row(f"lists an {schema.ORIGINAL_ID!r} twice", original.is_unique()),
+            *_id_table_rules("item", schema.ITEM, first=1, shown="1..N"),
             each_row(
                 f"has a {schema.COUNT!r} that is missing or negative (training occurrences)",
                 pl.col(schema.COUNT).fill_null(-1) >= 0,
@@ -263,19 +257,22 @@ def check_users(file: Path, meta: Mapping[str, Any]) -> None:
     """users.parquet: one row per user index, exactly 0..U-1 in order, distinct original ids."""
     frame = read_parquet(file, {schema.USER: INTEGER, schema.ORIGINAL_ID: PLAIN})
     _same_count(file, frame.height, "users", meta)
+    check_rules(file, frame, _id_table_rules("user", schema.USER, first=0, shown="0..U-1"))
+
+
+def _id_table_rules(noun: str, index: str, first: int, shown: str) -> list:
+    """What items.parquet and users.parquet both hold to: the ``index`` column exactly
+    ``first``, ``first + 1``, ... in order (``shown``: that range as a refusal names it), and
+    one distinct, present original id per row."""
     original = pl.col(schema.ORIGINAL_ID)
-    check_rules(
-        file,
-        frame,
-        [
-            each_row(
-                "has user indices that are not exactly 0..U-1 in order",
-                pl.col(schema.USER) == pl.int_range(pl.len()),
-            ),
-            each_row(f"has a missing {schema.ORIGINAL_ID!r}", original.is_not_null()),
-            each_row(f"lists an {schema.ORIGINAL_ID!r} twice", original.is_unique()),
-        ],
-    )
+    return [
+        each_row(
+            f"has {noun} indices that are not exactly {shown} in order",
+            pl.col(index) == pl.int_range(first, pl.len() + first),
+        ),
+        each_row(f"has a missing {schema.ORIGINAL_ID!r}", original.is_not_null()),
+        each_row(f"lists an {schema.ORIGINAL_ID!r} twice", original.is_unique()),
+    ]
 
 
 def check_sequences(file: Path, meta: Mapping[str, Any]) -> pl.DataFrame:
