@@ -14,7 +14,7 @@ from recsys_seq.data.facts import DataFacts
 from recsys_seq.metrics import BeyondAccuracyMetrics, top_items, top_scored
 from recsys_seq.metrics.beyond_accuracy import gini, long_tail
 from recsys_seq.models import PopularityRecommender, build_model, model_spec
-from recsys_seq.models.two_stage import Candidates
+from recsys_seq.models.candidates import Candidates
 from recsys_seq.optimized_metric import BEYOND_ACCURACY
 from recsys_seq.report.table import markdown
 from recsys_seq.workflows import runs

@@ -11,7 +11,7 @@ from recsys_seq.core.options import OptionError
 from recsys_seq.data import IGNORE_INDEX, PaddedBatchCollator, Stage, WindowDataset
 from recsys_seq.models import build_model, model_spec
 from recsys_seq.models.chunked_ce import chunked_cross_entropy
-from recsys_seq.models.losses import ACCELERATOR_BLOCK_LOGITS, FullSoftmaxLoss, block_shape
+from recsys_seq.models.full_softmax import ACCELERATOR_BLOCK_LOGITS, FullSoftmaxLoss, block_shape
 from recsys_seq.models.scorers import with_pad_at_minimum
 from tests.helpers import random_histories, sequences
 

@@ -16,8 +16,8 @@ from recsys_seq.core.options import OptionError
 from recsys_seq.data import PaddedBatchCollator, Stage, WindowDataset
 from recsys_seq.data.options import data_options
 from recsys_seq.models import build_model
-from recsys_seq.models.losses import cut_visibility
-from recsys_seq.models.two_stage import Reranker
+from recsys_seq.models.candidate_bce import cut_visibility
+from recsys_seq.models.reranker import Reranker
 from recsys_seq.workflows.evaluate import evaluate
 from recsys_seq.workflows.retriever import rerank_options
 from recsys_seq.workflows.train import train

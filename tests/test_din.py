@@ -10,8 +10,8 @@ import torch
 from recsys_seq.data import PaddedBatchCollator, Stage, WindowDataset
 from recsys_seq.metrics import SampledAUC
 from recsys_seq.models import NextItemTask, build_model, model_spec
+from recsys_seq.models.candidate_bce import CandidateBCELoss
 from recsys_seq.models.encoders.identity import IdentityEncoder
-from recsys_seq.models.losses import CandidateBCELoss
 from recsys_seq.models.scorers import TargetAttentionScorer
 from recsys_seq.models.target_attention import TargetAttention
 from recsys_seq.workflows.train import train

@@ -11,11 +11,11 @@ from recsys_seq import configs
 from recsys_seq.core.options import OptionError
 from recsys_seq.data import IGNORE_INDEX
 from recsys_seq.models import ItemEmbedder, NextItemModel, build_model, model_spec
+from recsys_seq.models.candidate_bce import CandidateBCELoss
 from recsys_seq.models.encoders.identity import IdentityEncoder
-from recsys_seq.models.losses import (
+from recsys_seq.models.full_softmax import FullSoftmaxLoss
+from recsys_seq.models.sampled_losses import (
     BinaryCrossEntropyLoss,
-    CandidateBCELoss,
-    FullSoftmaxLoss,
     GeneralisedBCELoss,
     SampledSoftmaxLoss,
     gather_rows,

@@ -10,9 +10,9 @@ from recsys_seq.core.options import OptionError
 from recsys_seq.data import PaddedBatchCollator, Stage, WindowDataset
 from recsys_seq.metrics import target_rank
 from recsys_seq.models import TwoStageTask, build_model, model_spec, rerank_spec
+from recsys_seq.models.candidates import count_at_least
 from recsys_seq.models.ranking import rankable_scores
 from recsys_seq.models.spec import spec_values
-from recsys_seq.models.two_stage import count_at_least
 from tests.helpers import random_histories, sequences
 
 NUM_ITEMS = 40

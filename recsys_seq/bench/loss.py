@@ -8,7 +8,7 @@ One forward and backward step of the full-catalogue cross-entropy on synthetic s
 * ``chunked``: :func:`~recsys_seq.models.chunked_ce.chunked_cross_entropy`, blocks of
   ``row_chunk_size x chunk_size`` logits;
 * ``compiled``: the plain path through ``torch.compile``;
-* ``in_batch``, ``mixed``: :class:`~recsys_seq.models.losses.SampledSoftmaxLoss` over the
+* ``in_batch``, ``mixed``: :class:`~recsys_seq.models.sampled_losses.SampledSoftmaxLoss` over the
   step's own targets (plus ``POOLED["mixed"]`` uniform items for ``mixed``), with the log-Q
   correction from Zipf-like training counts: the estimate of the full softmax whose cost
   does not grow with the catalogue.
@@ -48,7 +48,7 @@ from recsys_seq.bench.report import check_names, print_rows, write_rows
 from recsys_seq.core.errors import UserError
 from recsys_seq.data.batch import IGNORE_INDEX
 from recsys_seq.models.chunked_ce import chunked_cross_entropy
-from recsys_seq.models.losses import SampledSoftmaxLoss
+from recsys_seq.models.sampled_losses import SampledSoftmaxLoss
 from recsys_seq.models.scorers import with_pad_at_minimum
 
 METHODS = ("plain", "chunked", "compiled", "in_batch", "mixed")

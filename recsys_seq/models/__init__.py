@@ -7,11 +7,13 @@ Layout::
     encoders/      sequence encoders (one module each, found automatically)
     embedder.py    items + side features -> event vectors
     scorers.py     states -> item logits (dot product; DIN's target attention)
-    losses.py      training objectives
+    losses.py      training objectives: the table of them (full_softmax.py, sampled_losses.py,
+                   candidate_bce.py)
     network.py     NextItemModel: embedder -> encoder -> scorer (plain PyTorch)
     ranking.py     evaluation every recommender shares (all-item and sampled metrics)
     task.py        NextItemTask: training, optimiser groups, prediction, checkpoint record
     two_stage.py   TwoStageTask: a retriever's top-K re-ranked by the ranker (DIN)
+    reranker.py    Reranker: both stages as plain PyTorch;  candidates.py  their final ranking
     spec.py        ModelSpec (and RerankSpec): the checked values that rebuild a model
     build.py       build_model: spec + data facts (+ rerank spec) -> task
     popularity.py  the most-popular baseline

@@ -11,10 +11,9 @@ catalogue. :class:`TwoStageTask` composes:
   ``a * ranker + b * retriever score`` with learned ``a, b`` starting at ``(0, 1)``, so a
   fresh pipeline ranks exactly as its retriever and training learns what to change.
 
-The final ranking is the ranker's order of the K candidates (ties in the retriever's order)
-followed by every other item in the retriever's order, so all-item metrics are defined for
-every user and comparable with the retriever alone: a target outside the top-K keeps exactly
-its retriever rank, and a ranker that returns the retriever's scores reproduces the retriever.
+Both stages as plain PyTorch are a :class:`~recsys_seq.models.reranker.Reranker`, and what
+they hand back a :class:`~recsys_seq.models.candidates.Candidates`: the final ranking is the
+ranker's order of the K candidates followed by every other item in the retriever's order.
 Evaluation costs K ranker scores per user, not N.
 
 Training shows the ranker what it will face: the item after a window against negatives mined
@@ -45,7 +44,6 @@ lists. All are sums over users, exact under DDP.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -53,83 +51,14 @@ import torch.nn.functional as F
 from torch import nn
 
 from recsys_seq.data.facts import DataFacts
-from recsys_seq.metrics import (
-    RankingMetrics,
-    SampledMetrics,
-    nan_as_lowest,
-    top_items,
-    top_scored,
-)
+from recsys_seq.metrics import RankingMetrics, SampledMetrics, top_items
 from recsys_seq.metrics.auc import SampledAUC
-from recsys_seq.models.losses import CandidateBCELoss, cut_visibility, positive_first_bce
+from recsys_seq.models.candidate_bce import CandidateBCELoss, cut_visibility, positive_first_bce
+from recsys_seq.models.candidates import Candidates
 from recsys_seq.models.network import NextItemModel
-from recsys_seq.models.ranking import rankable_scores
+from recsys_seq.models.reranker import Reranker
 from recsys_seq.models.spec import ModelSpec, RerankSpec
 from recsys_seq.models.task import NextItemTask
-
-
-def count_at_least(scores: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
-    """``(B, M)``: how many of each row's ``scores (B, C)`` are ``>= values (B, M)``."""
-    if values.shape[1] == 1:
-        return (scores >= values).sum(1, keepdim=True)
-    ascending = scores.sort(dim=1).values  # one sort per row, whatever M is
-    return scores.shape[1] - torch.searchsorted(ascending, values.contiguous(), right=False)
-
-
-@dataclass
-class Candidates:
-    """One batch through both stages.
-
-    Attributes:
-        retriever_scores: ``(B, N + 1)`` the retriever's rankable scores (PAD and excluded
-            items ``-inf``).
-        items: ``(B, K)`` the retriever's top-K, best first.
-        valid: ``(B, K)`` True for a real candidate (False where fewer than K items were
-            rankable).
-        ranker_scores: ``(B, K)`` the ranker's scores, ``-inf`` where not valid.
-    """
-
-    retriever_scores: torch.Tensor
-    items: torch.Tensor
-    valid: torch.Tensor
-    ranker_scores: torch.Tensor
-
-    def ranked(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(items, scores)``, each ``(B, K)``: the candidates in the ranker's order (ties
-        in the retriever's), with the ranker's scores; invalid ones last, at ``-inf``."""
-        scores, order = self.ranker_scores.sort(dim=1, descending=True, stable=True)
-        return self.items.gather(1, order), scores
-
-    def retriever_ranks(self, items: torch.Tensor) -> torch.Tensor:
-        """``(B, M)`` 0-based pessimistic ranks of ``items (B, M)`` in the retriever's order."""
-        return count_at_least(self.retriever_scores, self.retriever_scores.gather(1, items)) - 1
-
-    def top(self, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(items, valid)``, each ``(B, W)`` with ``W <= k``: the first ``k`` of the final
-        ranking, the candidates in :meth:`ranked` order, then the other items in the
-        retriever's (:func:`~recsys_seq.metrics.top_items`); ``valid`` False for a slot with
-        no rankable item left."""
-        items, scores = self.ranked()
-        valid = scores > float("-inf")
-        if k > items.shape[1]:
-            others = self.retriever_scores.scatter(1, self.items, float("-inf"))
-            more, more_valid = top_items(others, k - items.shape[1])
-            items, valid = torch.cat([items, more], 1), torch.cat([valid, more_valid], 1)
-        return items[:, :k], valid[:, :k]
-
-    def positions(
-        self, items: torch.Tensor, retriever_rank: torch.Tensor | None = None
-    ) -> torch.Tensor:
-        """``(B, M)`` 0-based pessimistic positions of ``items (B, M)`` in the final ranking:
-        among the candidates, the ranker's rank; otherwise the retriever's rank (>= K), from
-        ``retriever_rank`` when the caller has it (:meth:`retriever_ranks`)."""
-        if retriever_rank is None:
-            retriever_rank = self.retriever_ranks(items)
-        match = (items[:, :, None] == self.items[:, None, :]) & self.valid[:, None, :]  # (B, M, K)
-        chosen = match.any(-1)
-        column = match.to(torch.uint8).argmax(-1)  # (B, M): where each item is a candidate
-        ranker_rank = count_at_least(self.ranker_scores, self.ranker_scores.gather(1, column)) - 1
-        return torch.where(chosen, ranker_rank, retriever_rank)
 
 
 def feature_tables(task: NextItemTask) -> dict[str, nn.Embedding]:
@@ -140,57 +69,6 @@ def feature_tables(task: NextItemTask) -> dict[str, nn.Embedding]:
     if isinstance(task, TwoStageTask):
         tables = dict(task.retriever.embedder.features) | tables
     return tables
-
-
-class Reranker(nn.Module):
-    """Both stages as plain PyTorch, as :class:`NextItemModel` is one stage: the frozen
-    retriever's top-K re-scored by the ranker. No Lightning inside, so an exported program
-    holds this; :attr:`TwoStageTask.reranker` builds it over the task's own modules and
-    weights (shared, not copied), so the task keeps its checkpoint layout.
-
-    Args:
-        retriever: the retriever's network.
-        model: the ranker's network.
-        num_candidates: K, the retriever's candidates per window.
-        ranker_weight, score_weight: with ``rerank.retriever_score`` the logit is
-            ``ranker_weight * ranker + score_weight * retriever score`` (learned parameters,
-            or a blend's fixed buffers); None: the ranker's.
-    """
-
-    def __init__(
-        self,
-        retriever: NextItemModel,
-        model: NextItemModel,
-        num_candidates: int,
-        ranker_weight: torch.Tensor | None,
-        score_weight: torch.Tensor | None,
-    ) -> None:
-        super().__init__()
-        self.retriever = retriever
-        self.model = model
-        self.num_candidates = num_candidates
-        self.ranker_weight = ranker_weight
-        self.score_weight = score_weight
-
-    def candidates(
-        self, batch: dict[str, torch.Tensor], exclude: torch.Tensor | None
-    ) -> Candidates:
-        """The retriever's top-K for each whole window (``exclude`` items never among them)
-        and the ranker's scores of them."""
-        retriever_scores = rankable_scores(self.retriever.score_next(batch), exclude)
-        k = min(self.num_candidates, retriever_scores.shape[1] - 1)
-        top, items = top_scored(retriever_scores, k)  # (B, K), best first, ties by index
-        valid = top > float("-inf")  # +inf (an overflow) is still a candidate
-        states = self.model.encode(batch)
-        logits = self.model.score(states, batch["mask"][:, None, :], items).float()
-        logits = self.with_retriever_score(logits, torch.where(valid, top, 0.0))
-        ranker_scores = torch.where(valid, nan_as_lowest(logits), float("-inf"))
-        return Candidates(retriever_scores, items, valid, ranker_scores)
-
-    def with_retriever_score(self, logits: torch.Tensor, score: torch.Tensor) -> torch.Tensor:
-        if self.score_weight is None:
-            return logits
-        return self.ranker_weight * logits + self.score_weight * score
 
 
 FOLD_PREFIX = "fold_retrievers."
@@ -424,11 +302,7 @@ class TwoStageTask(NextItemTask):
             self.retriever_sampled[stage].update(
                 both.retriever_scores.gather(1, items), weight=batch["lengths"]
             )
-        hit = (both.items == target) & both.valid  # (B, K): the target among the candidates
-        column = hit.to(torch.uint8).argmax(1, keepdim=True)
-        others = torch.arange(both.items.shape[1] - 1, device=column.device)[None, :]
-        others = others + (others >= column).long()  # every column but the target's
-        valid = both.valid.gather(1, others) & hit.any(1, keepdim=True)
+        column, others, valid = both.target_and_others(target)
         retriever_scores = both.retriever_scores.gather(1, both.items)
         for who, scores in (("ranker", both.ranker_scores), ("retriever", retriever_scores)):
             self.candidate_auc[f"{who}/{stage}"].update(
@@ -485,12 +359,5 @@ class TwoStageTask(NextItemTask):
         ranker's for the first K positions and the retriever's after them. Exclusion as in
         :meth:`NextItemTask.serve`."""
         exclude = batch.get("seen", batch["items"]) if exclude_history else None
-        both = self.candidates(batch, exclude)
-        items, scores = both.ranked()
-        k = min(k, both.retriever_scores.shape[1] - 1)
-        if k > items.shape[1]:
-            rest_scores, rest = top_scored(both.retriever_scores, k)
-            width = items.shape[1]
-            items = torch.cat([items, rest[:, width:]], 1)
-            scores = torch.cat([scores, rest_scores[:, width:]], 1)
-        return {"user": batch["user"], "items": items[:, :k], "scores": scores[:, :k]}
+        items, scores = self.candidates(batch, exclude).top_with_scores(k)
+        return {"user": batch["user"], "items": items, "scores": scores}
