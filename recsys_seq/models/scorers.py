@@ -15,7 +15,7 @@ passed in as ``items``, so the table is stored once and shared (tied) between in
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Any, Literal
 
 import torch
 from torch import nn
@@ -28,8 +28,9 @@ from recsys_seq.models.target_attention import TargetAttention, mlp
 SCORERS = Components("scorer")
 
 
-class Scorer(Protocol):
-    """What the network needs of a scorer (the two questions above)."""
+class Scorer(nn.Module):
+    """What the network needs of a scorer (the two questions above). A scorer implements
+    :meth:`score_vectors` and :meth:`score_all`; :meth:`score` looks its candidates up."""
 
     def score(
         self,
@@ -40,14 +41,21 @@ class Scorer(Protocol):
     ) -> torch.Tensor:
         """``states (B, T, D)``, ``visible (B, C or 1, T)`` bool, ``candidates (B, C)`` item
         indices -> ``(B, C)`` logits."""
-        ...
+        return self.score_vectors(states, visible, items(candidates))
+
+    def score_vectors(
+        self, states: torch.Tensor, visible: torch.Tensor, vectors: torch.Tensor
+    ) -> torch.Tensor:
+        """:meth:`score` of candidates given as their vectors: ``(B, C, D)``, or ``(C, D)``
+        the same for every row."""
+        raise NotImplementedError
 
     def score_all(
         self, states: torch.Tensor, mask: torch.Tensor, lengths: torch.Tensor, items: ItemVectors
     ) -> torch.Tensor:
         """``states (B, T, D)``, ``mask (B, T)`` bool True for a real event, ``lengths (B,)``
         -> ``(B, N + 1)`` logits of every item after the whole window, PAD at the minimum."""
-        ...
+        raise NotImplementedError
 
 
 def with_pad_at_minimum(logits: torch.Tensor) -> torch.Tensor:
@@ -64,22 +72,18 @@ class DotProductOptions:
 
 
 @SCORERS.register(DotProductOptions)
-class DotProductScorer(nn.Module):
+class DotProductScorer(Scorer):
     """``<state after the last visible event, item embedding>``: one matrix product scores
     the whole catalogue, and training can score every position at once (the dense losses of
     :mod:`recsys_seq.models.losses` use :attr:`item table <ItemEmbedder.items>` directly)."""
 
-    def score(
-        self,
-        states: torch.Tensor,
-        visible: torch.Tensor,
-        candidates: torch.Tensor,
-        items: ItemVectors,
+    def score_vectors(
+        self, states: torch.Tensor, visible: torch.Tensor, vectors: torch.Tensor
     ) -> torch.Tensor:
         last = visible.sum(-1) - 1  # (B, C or 1): the state that has seen the visible events
         index = last.clamp(min=0)[..., None].expand(-1, -1, states.shape[-1])
         summary = states.gather(1, index)  # (B, C or 1, D)
-        return (summary * items(candidates)).sum(-1)  # (B, C)
+        return (summary * vectors).sum(-1)  # (B, C)
 
     def score_all(
         self, states: torch.Tensor, mask: torch.Tensor, lengths: torch.Tensor, items: ItemVectors
@@ -103,7 +107,7 @@ class TargetAttentionOptions:
 
 
 @SCORERS.register(TargetAttentionOptions)
-class TargetAttentionScorer(nn.Module):
+class TargetAttentionScorer(Scorer):
     """DIN's scorer: the user's interest *in this candidate* is the attention-weighted sum of
     the history states (:class:`TargetAttention`), and an MLP over
     ``[interest, candidate, interest * candidate]`` gives the logit.
@@ -114,51 +118,46 @@ class TargetAttentionScorer(nn.Module):
 
     Args:
         d_model: D, the width of states and item embeddings.
-        hidden, activation, attention: the activation unit (:class:`TargetAttention`).
-        mlp_hidden, mlp_activation, dropout: the scoring MLP.
-        eval_chunk_size: candidates per chunk in :meth:`score_all`.
+        **fields: the fields of :class:`TargetAttentionOptions`, the one owner of their
+            defaults: ``hidden``, ``activation``, ``attention`` for the activation unit
+            (:class:`TargetAttention`); ``mlp_hidden``, ``mlp_activation``, ``dropout`` for
+            the scoring MLP; ``eval_chunk_size``, candidates per chunk in :meth:`score_all`.
     """
 
-    def __init__(
-        self,
-        d_model: int = 64,
-        hidden: list[int] = (32, 16),
-        activation: str = "prelu",
-        attention: str = "softmax",
-        mlp_hidden: list[int] = (200, 80),
-        mlp_activation: str = "prelu",
-        dropout: float = 0.0,
-        eval_chunk_size: int = 128,
-    ) -> None:
+    def __init__(self, d_model: int = 64, **fields: Any) -> None:
         super().__init__()
-        self.attention = TargetAttention(d_model, list(hidden), activation, attention)
-        self.head = mlp([3 * d_model, *mlp_hidden, 1], mlp_activation, dropout=dropout)
-        self.eval_chunk_size = eval_chunk_size
+        options = TargetAttentionOptions(**fields)
+        self.attention = TargetAttention(
+            d_model, list(options.hidden), options.activation, options.attention
+        )
+        self.head = mlp(
+            [3 * d_model, *options.mlp_hidden, 1], options.mlp_activation, dropout=options.dropout
+        )
+        self.eval_chunk_size = options.eval_chunk_size
 
-    def score(
+    def score_vectors(
         self,
         states: torch.Tensor,
         visible: torch.Tensor,
-        candidates: torch.Tensor,
-        items: ItemVectors,
+        vectors: torch.Tensor,
         history_term: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Also takes ``history_term``: ``self.attention.history_term(states)``, when the same
         history is scored in several chunks."""
-        cand = items(candidates)  # (B, C, D) or (C, D) shared by every row
-        weights = self.attention(states, cand, visible, history_term)  # (B, C, T); 0 unseen
+        weights = self.attention(states, vectors, visible, history_term)  # (B, C, T); 0 unseen
         interest = weights @ states  # (B, C, D)
-        if cand.dim() == 2:
-            cand = cand.expand(states.shape[0], -1, -1)
-        return self.head(torch.cat([interest, cand, interest * cand], dim=-1)).squeeze(-1)
+        if vectors.dim() == 2:  # (C, D) shared by every row
+            vectors = vectors.expand(states.shape[0], -1, -1)
+        return self.head(torch.cat([interest, vectors, interest * vectors], dim=-1)).squeeze(-1)
 
     def score_all(
         self, states: torch.Tensor, mask: torch.Tensor, lengths: torch.Tensor, items: ItemVectors
     ) -> torch.Tensor:
         history_term = self.attention.history_term(states)  # (B, T, H), shared by all chunks
         catalogue = torch.arange(1, items.num_embeddings, device=states.device)
+        visible = mask[:, None, :]  # (B, 1, T): the whole window
         chunks = [
-            self.score(states, mask[:, None, :], chunk, items, history_term)  # (B, chunk)
+            self.score_vectors(states, visible, items(chunk), history_term)  # (B, chunk)
             for chunk in catalogue.split(self.eval_chunk_size)
         ]
         pad = chunks[0].new_zeros(chunks[0].shape[0], 1)  # (B, 1), set to the minimum below

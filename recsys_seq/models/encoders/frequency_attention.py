@@ -19,40 +19,34 @@ window), so a window is filtered in the same ``max_len`` frame whatever its batc
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 import torch
 from torch import nn
 
 from recsys_seq.core.options import option
-from recsys_seq.data.options import DEFAULT_MAX_LEN
 from recsys_seq.models.dropout import Dropout
 from recsys_seq.models.encoders import ENCODERS
 from recsys_seq.models.encoders.self_attention import (
+    AttentionStackOptions,
     CausalSelfAttention,
     FeedForward,
-    SelfAttentionOptions,
     position_index,
 )
 
 
 @dataclass(frozen=True)
-class FrequencyAttentionOptions:
+class FrequencyAttentionOptions(AttentionStackOptions):
     """``model.encoder`` for :class:`FrequencyAttentionEncoder`."""
 
     name: Literal["frequency_attention"] = "frequency_attention"
-    max_len: int = option(DEFAULT_MAX_LEN, min=1)  # the data's window: ${data.max_len}
-    num_layers: int = option(2, min=1)
     num_heads: int = option(1, min=1)
-    ffn_multiplier: int = option(4, min=1)
-    dropout: float = option(0.5, min=0.0, below=1.0)
     # weight of the filtered view against attention's (BSARec's alpha)
     filter_weight: float = option(0.7, min=0.0, max=1.0)
     # frequencies of the max_len-slot transform kept as "low" (BSARec's c // 2 + 1)
     low_frequencies: int = option(3, min=1)
 
     sees_whole_window: ClassVar[bool] = True  # a state may read later events (see module)
-    check = SelfAttentionOptions.check  # the heads must split the width
 
 
 class SpectralFilter(nn.Module):
@@ -117,44 +111,38 @@ class FrequencyAttentionEncoder(nn.Module):
 
     Args:
         d_model: width of the input embeddings and hidden states.
-        max_len: longest window (learned positions and the filter's frame).
-        num_layers: blocks.
-        num_heads: attention heads per block.
-        ffn_multiplier: feed-forward hidden width as a multiple of ``d_model``.
-        dropout: dropout on embeddings, attention weights and every residual branch.
-        filter_weight: share of the filtered view in each block's mix (``alpha``).
-        low_frequencies: FFT frequencies the filter counts as low.
+        **fields: the fields of :class:`FrequencyAttentionOptions`, the one owner of their
+            defaults:
+
+            * ``max_len``: longest window (learned positions and the filter's frame);
+            * ``num_layers``: blocks;
+            * ``num_heads``: attention heads per block;
+            * ``ffn_multiplier``: feed-forward hidden width as a multiple of ``d_model``;
+            * ``dropout``: dropout on embeddings, attention weights and every residual branch;
+            * ``filter_weight``: share of the filtered view in each block's mix (``alpha``);
+            * ``low_frequencies``: FFT frequencies the filter counts as low.
     """
 
-    def __init__(
-        self,
-        d_model: int,
-        max_len: int,
-        num_layers: int,
-        num_heads: int,
-        ffn_multiplier: int,
-        dropout: float,
-        filter_weight: float,
-        low_frequencies: int,
-    ) -> None:  # built from FrequencyAttentionOptions, the one owner of the defaults
+    def __init__(self, d_model: int, **fields: Any) -> None:
         super().__init__()
-        self.max_len = max_len
+        options = FrequencyAttentionOptions(**fields)
+        self.max_len = options.max_len
         # numbered back from the last event, as BSARec's left-padded windows are
-        self.positions = nn.Embedding(max_len, d_model)
+        self.positions = nn.Embedding(options.max_len, d_model)
         nn.init.normal_(self.positions.weight, std=d_model**-0.5)
         self.ln_in = nn.LayerNorm(d_model)
-        self.dropout = Dropout(dropout)
+        self.dropout = Dropout(options.dropout)
         self.blocks = nn.ModuleList(
             FrequencyAttentionBlock(
                 d_model,
-                max_len,
-                num_heads,
-                ffn_multiplier * d_model,
-                dropout,
-                filter_weight,
-                low_frequencies,
+                options.max_len,
+                options.num_heads,
+                options.ffn_multiplier * d_model,
+                options.dropout,
+                options.filter_weight,
+                options.low_frequencies,
             )
-            for _ in range(num_layers)
+            for _ in range(options.num_layers)
         )
 
     def no_weight_decay(self) -> set[str]:

@@ -10,7 +10,7 @@ slower explicit-mask path, and no row is ever fully masked (which would give NaN
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 import torch.nn.functional as F
@@ -23,17 +23,16 @@ from recsys_seq.models.encoders import ENCODERS
 
 
 @dataclass(frozen=True)
-class SelfAttentionOptions:
-    """``model.encoder`` for :class:`SelfAttentionEncoder`."""
+class AttentionStackOptions:
+    """The options every encoder of causal self-attention blocks has (the base of
+    :class:`SelfAttentionOptions` and of the frequency-attention encoder's options)."""
 
-    name: Literal["self_attention"] = "self_attention"
+    name: str  # each encoder's own Literal, first as in every options class
     max_len: int = option(DEFAULT_MAX_LEN, min=1)  # the data's window: ${data.max_len}
     num_layers: int = option(2, min=1)
     num_heads: int = option(2, min=1)
     ffn_multiplier: int = option(4, min=1)
     dropout: float = option(0.5, min=0.0, below=1.0)
-    positions: Literal["from_start", "from_end"] = "from_start"
-    norm: Literal["pre", "post"] = "pre"
 
     def check(self, d_model: int, where: str) -> None:
         """Refuse a width the heads cannot split, before any work."""
@@ -42,6 +41,15 @@ class SelfAttentionOptions:
                 f"{where}: embedding_dim ({d_model}) must be divisible by "
                 f"encoder.num_heads ({self.num_heads})."
             )
+
+
+@dataclass(frozen=True)
+class SelfAttentionOptions(AttentionStackOptions):
+    """``model.encoder`` for :class:`SelfAttentionEncoder`."""
+
+    name: Literal["self_attention"] = "self_attention"
+    positions: Literal["from_start", "from_end"] = "from_start"
+    norm: Literal["pre", "post"] = "pre"
 
 
 def position_index(T: int, lengths: torch.Tensor, max_len: int, from_end: bool) -> torch.Tensor:
@@ -120,38 +128,33 @@ class SelfAttentionEncoder(nn.Module):
 
     Args:
         d_model: width of the input embeddings and hidden states.
-        max_len: longest sequence (number of learned positions).
-        num_layers: transformer blocks.
-        num_heads: attention heads per block.
-        ffn_multiplier: feed-forward hidden width as a multiple of ``d_model``.
-        dropout: dropout on embeddings, attention weights and residual branches.
-        positions: ``from_end`` numbers events so that the window's last event always has
-            position ``max_len - 1``, as the original SASRec's left padding does (positions
-            then encode recency); ``from_start`` numbers them 0, 1, ... from the first event.
-            Either way positions depend only on the window, never on the batch's padding.
-        norm: ``pre`` normalises the input of each attention and feed-forward branch (and the
-            last block's output); ``post`` normalises each residual sum.
+        **fields: the fields of :class:`SelfAttentionOptions`, the one owner of their defaults:
+
+            * ``max_len``: longest sequence (number of learned positions);
+            * ``num_layers``: transformer blocks;
+            * ``num_heads``: attention heads per block;
+            * ``ffn_multiplier``: feed-forward hidden width as a multiple of ``d_model``;
+            * ``dropout``: dropout on embeddings, attention weights and residual branches;
+            * ``positions``: ``from_end`` numbers events so that the window's last event
+              always has position ``max_len - 1``, as the original SASRec's left padding does
+              (positions then encode recency); ``from_start`` numbers them 0, 1, ... from the
+              first event. Either way positions depend only on the window, never on the
+              batch's padding;
+            * ``norm``: ``pre`` normalises the input of each attention and feed-forward branch
+              (and the last block's output); ``post`` normalises each residual sum.
     """
 
-    def __init__(
-        self,
-        d_model: int,
-        max_len: int,
-        num_layers: int,
-        num_heads: int,
-        ffn_multiplier: int,
-        dropout: float,
-        positions: str,
-        norm: str,
-    ) -> None:  # built from SelfAttentionOptions, the one owner of the defaults
+    def __init__(self, d_model: int, **fields: Any) -> None:
         super().__init__()
-        if positions not in ("from_end", "from_start"):
-            raise ValueError(f"positions must be from_end or from_start, got {positions!r}")
-        if norm not in ("pre", "post"):
-            raise ValueError(f"norm must be pre or post, got {norm!r}")
-        self.max_len = max_len
-        self.from_end = positions == "from_end"
-        self.positions = nn.Embedding(max_len, d_model)
+        options = SelfAttentionOptions(**fields)
+        if options.positions not in ("from_end", "from_start"):
+            raise ValueError(f"positions must be from_end or from_start, got {options.positions!r}")
+        if options.norm not in ("pre", "post"):
+            raise ValueError(f"norm must be pre or post, got {options.norm!r}")
+        pre_norm = options.norm == "pre"
+        self.max_len = options.max_len
+        self.from_end = options.positions == "from_end"
+        self.positions = nn.Embedding(options.max_len, d_model)
         # same scale as the item embeddings, so positions do not drown the items at the start
         nn.init.normal_(self.positions.weight, std=d_model**-0.5)
         # Item embeddings are sized for dot-product scoring (std D^-1/2 per dimension); scaled
@@ -159,13 +162,14 @@ class SelfAttentionEncoder(nn.Module):
         # instead of being swamped by the blocks' outputs (Beauty: validation NDCG@10 0.034
         # after 6 epochs with the scale, 0.019 without).
         self.input_scale = d_model**0.5
-        self.dropout = Dropout(dropout)
+        self.dropout = Dropout(options.dropout)
+        ffn_hidden = options.ffn_multiplier * d_model
         self.blocks = nn.ModuleList(
-            Block(d_model, num_heads, ffn_multiplier * d_model, dropout, norm == "pre")
-            for _ in range(num_layers)
+            Block(d_model, options.num_heads, ffn_hidden, options.dropout, pre_norm)
+            for _ in range(options.num_layers)
         )
         # pre-norm leaves the residual stream unnormalised; post-norm has just normalised it
-        self.ln_out = nn.LayerNorm(d_model) if norm == "pre" else nn.Identity()
+        self.ln_out = nn.LayerNorm(d_model) if pre_norm else nn.Identity()
 
     def no_weight_decay(self) -> set[str]:
         """The position table is a lookup, not a transformation: decaying it would pull
