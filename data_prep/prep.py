@@ -209,7 +209,11 @@ def fingerprint(cfg: Mapping[str, Any], input_sha256: str) -> str:
 
 
 def item_fingerprint(original_ids: pl.Series) -> str:
-    """Hash of the original item ids in index order: equal iff the item vocabulary is equal."""
+    """Hash of the original item ids in index order: equal iff the item vocabulary is equal.
+
+    Hashed as text (an integer as its decimal digits), so one id hashes alike whether a
+    column holds it as Int64, UInt64, Int128 or canonical text: the forms a stored catalogue
+    may give it back in (:mod:`recsys_seq.data.catalogue`)."""
     return hashlib.sha256("\n".join(original_ids.cast(pl.String).to_list()).encode()).hexdigest()
 
 
