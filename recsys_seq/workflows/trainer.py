@@ -12,8 +12,8 @@ from typing import Any, Literal
 import lightning as L
 import torch
 from lightning.fabric.utilities.exceptions import MisconfigurationException
-from omegaconf import DictConfig, OmegaConf
 
+from recsys_seq import configs
 from recsys_seq.core.options import OptionError, checked, option
 from recsys_seq.core.typos import unknown_names
 
@@ -95,16 +95,16 @@ def _has_gpu(accelerator: str) -> bool:
     return torch.cuda.is_available() or (accelerator == "gpu" and torch.backends.mps.is_available())
 
 
-def build_trainer(trainer_cfg: DictConfig, **decided: Any) -> L.Trainer:
-    """Lightning's Trainer with the run's ``trainer`` options (always that class: the options
-    name no class); options Lightning refuses (no GPU for ``accelerator=gpu``, an unknown
-    strategy) are reported as the option errors they are.
+def build_trainer(trainer: Mapping[str, Any], **decided: Any) -> L.Trainer:
+    """Lightning's Trainer with the run's ``trainer`` options, a config section or its plain
+    values (always that class: the options name no class); options Lightning refuses (no GPU
+    for ``accelerator=gpu``, an unknown strategy) are reported as the option errors they are.
 
     ``decided`` are what the command itself settles (its callbacks, no bar in a log file, no
-    checkpoints when it only predicts): they replace the same keys of ``trainer_cfg``, so a
+    checkpoints when it only predicts): they replace the same keys of ``trainer``, so a
     user's ``++trainer.enable_progress_bar=false`` agrees with the command instead of clashing.
     """
-    values = {**OmegaConf.to_container(trainer_cfg, resolve=True), **decided}
+    values = {**configs.plain(trainer), **decided}
     with trainer_errors():
         try:
             return L.Trainer(**values)
