@@ -56,7 +56,16 @@ class RetrieverSource:
     fold_ckpt_paths: list[str] = field(default_factory=list)  # with ckpt_path and cross_fit
 
 
-def rerank_options(values: Any) -> tuple[RetrieverSource, RerankOptions] | None:
+@dataclass(frozen=True)
+class Rerank:
+    """A two-stage run's checked ``rerank`` section: where its retriever comes from, and how
+    the ranker re-scores that retriever's candidates."""
+
+    retriever: RetrieverSource
+    options: RerankOptions
+
+
+def rerank_options(values: Any) -> Rerank | None:
     """The checked ``rerank`` section (None: a one-stage run), before any work."""
     if values is None:
         return None
@@ -102,7 +111,7 @@ def rerank_options(values: Any) -> tuple[RetrieverSource, RerankOptions] | None:
             f"checkpoints trained with data.cross_fit_fold=[k, {options.cross_fit}], in fold "
             "order. Or name rerank.retriever.experiment: this command trains them."
         )
-    return source, options
+    return Rerank(source, options)
 
 
 @dataclass(frozen=True)
@@ -125,7 +134,11 @@ def plan_retriever(
 ) -> RetrieverPlan:
     """Check the retriever ``source`` names against the ranker's data, before any work: the
     same prepared folder, ``holdout`` training events per user it never trained on, and the
-    users it left out: those of ``fold`` ``(k, K)`` (fold retriever k), else nobody."""
+    users it left out: those of ``fold`` ``(k, K)`` (fold retriever k), else nobody.
+
+    ``cfg`` is the ranker's composed config, not its checked options: a retriever experiment's
+    config is composed from it (:func:`retriever_config`), taking its sections as written
+    (the trainer's and logger's interpolations unresolved, to resolve in the retriever's run)."""
     if fold is None:
         folder, path = run_dir / RETRIEVER_FOLDER, source.ckpt_path
     else:

@@ -8,7 +8,6 @@ recsys-train -m model.encoder.num_layers=1,2  # a Hydra sweep
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import sys
 import time
@@ -26,18 +25,13 @@ from recsys_seq.checkpoint import check_resume
 from recsys_seq.core.options import OptionError, as_plain
 from recsys_seq.core.publish import check_run_folder, claim_run_folder, output_errors
 from recsys_seq.data import SequenceDataModule
-from recsys_seq.data.options import DataOptions, data_options
 from recsys_seq.models import ModelSpec, NextItemTask, build_model, rerank_spec
 from recsys_seq.models.spec import RerankOptions, check_ranker
 from recsys_seq.workflows import runs
-from recsys_seq.workflows.retriever import (
-    RetrieverPlan,
-    obtain_retriever,
-    plan_retriever,
-    rerank_options,
-)
+from recsys_seq.workflows.retriever import RetrieverPlan, obtain_retriever, plan_retriever
+from recsys_seq.workflows.run_spec import train_run
 from recsys_seq.workflows.run_summary import summary_lines
-from recsys_seq.workflows.trainer import build_trainer, check_trainer, trainer_errors
+from recsys_seq.workflows.trainer import build_trainer, trainer_errors
 
 
 def resolve_resume(ckpt_path: str | None, run_dir: Path) -> str | None:
@@ -101,33 +95,32 @@ def result_line(metrics: dict[str, Any], spec: ModelSpec, label: str) -> str:
 def train(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, Any]]:
     """Train and test one configuration.
 
-    Every option is checked before any work; the model is built by the project's one builder
-    (:func:`~recsys_seq.models.build_model`) from the checked spec and the data's facts, and
-    every checkpoint stores the spec.
+    Every option is checked before any work, once, into the run's fields
+    (:func:`~recsys_seq.workflows.run_spec.train_run`); the model is built by the project's
+    one builder (:func:`~recsys_seq.models.build_model`) from the checked spec and the data's
+    facts, and every checkpoint stores the spec. Besides that, ``cfg`` is read only for what
+    is built from it: its callbacks and loggers (by name, through the fixed table:
+    :func:`~recsys_seq.workflows.runs.instantiate_group`) and a retriever experiment's config
+    (:func:`~recsys_seq.workflows.retriever.plan_retriever`).
 
     Returns:
         ``(metrics, objects)``: the flat metrics written to ``metrics.json`` and the objects
         built on the way (datamodule, model, trainer), for tests and notebooks.
     """
     runs.quiet_console()
-    data = data_options(configs.plain(cfg.data))
-    model_values = configs.model_values(cfg)
-    rerank = rerank_options(cfg.get("rerank"))
+    run = train_run(cfg)
+    rerank = run.rerank
+    run_dir = check_run_folder(run.output_dir, task=run.task)
+    datamodule = runs.build_datamodule(run.data)
+    check_run_folder(run_dir, [datamodule.path], task=run.task)  # not in the data; before Lightning
+    spec = configs.spec_for_data(run.model, datamodule)
+    configs.check_max_len(spec, run.data.max_len)
     if rerank is not None:
-        data = ranker_data(data, rerank[1])
-    check_trainer(configs.plain(cfg.trainer))
-    task = str(cfg.task_name)
-    run_dir = check_run_folder(cfg.paths.output_dir, task=task)
-    datamodule = runs.build_datamodule(data)
-    check_run_folder(run_dir, [datamodule.path], task=task)  # not in the data; before Lightning
-    spec = configs.spec_for_data(model_values, datamodule)
-    configs.check_max_len(spec, data.max_len)
-    if rerank is not None:
-        check_ranker(spec, rerank[1])
+        check_ranker(spec, rerank.options)
     check_windows(datamodule)
-    resume = resolve_resume(cfg.get("ckpt_path"), run_dir)
+    resume = resolve_resume(run.ckpt_path, run_dir)
     if resume is not None:
-        check_resume(resume, spec, datamodule.path, rerank and rerank[1])
+        check_resume(resume, spec, datamodule.path, rerank and rerank.options)
     sweep_job = in_sweep()
     callbacks = runs.instantiate_group(cfg, "callbacks")
     if sweep_job:  # no bar or summary per job: one line each, the table at the end
@@ -139,27 +132,27 @@ def train(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, Any]]:
     if no_bar:
         callbacks = [c for c in callbacks if not isinstance(c, ProgressBar)]
     trainer = build_trainer(
-        cfg.trainer,
+        run.trainer,
         callbacks=callbacks,
         logger=runs.instantiate_group(cfg, "logger"),
         **({"enable_progress_bar": False} if no_bar else {}),
         **({"enable_model_summary": False} if sweep_job else {}),
     )
     if rerank is None:
-        claim_run_folder(run_dir, [datamodule.path], task=task)  # all checked: the run writes
-        L.seed_everything(cfg.seed, workers=True)  # checks first: nothing printed before an error
+        claim_run_folder(run_dir, [datamodule.path], task=run.task)  # all checked: the run writes
+        L.seed_everything(run.seed, workers=True)  # checks first: nothing printed before an error
         model = build_model(spec, datamodule.facts())
     else:
-        source, options = rerank
+        options = rerank.options
         plans = [
-            plan_retriever(source, cfg, datamodule, run_dir, options.holdout, fold)
+            plan_retriever(rerank.retriever, cfg, datamodule, run_dir, options.holdout, fold)
             for fold in [None, *((k, options.cross_fit) for k in range(options.cross_fit))]
         ]
-        claim_run_folder(run_dir, [datamodule.path], task=task)
-        model = two_stage_model(spec, plans, options, cfg.seed, datamodule, data.max_len)
+        claim_run_folder(run_dir, [datamodule.path], task=run.task)
+        model = two_stage_model(spec, plans, options, run.seed, datamodule, run.data.max_len)
     if trainer.is_global_zero and not sweep_job:
-        print("\n".join(summary_lines(spec, data, datamodule, trainer, run_dir)))
-        if model_values.get("exclude_history", configs.AUTO) == configs.AUTO:
+        print("\n".join(summary_lines(spec, run.data, datamodule, trainer, run_dir)))
+        if run.model.get("exclude_history", configs.AUTO) == configs.AUTO:
             print(history_line(spec.exclude_history))
     started = time.perf_counter()
     with output_errors(run_dir), trainer_errors():  # a full disk names the run folder
@@ -177,7 +170,7 @@ def train(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, Any]]:
     )
     for result in tested:
         metrics.update(runs.to_floats(result))
-    if cfg.get("baselines") and trainer.is_global_zero:
+    if run.baselines and trainer.is_global_zero:
         metrics |= runs.popularity_metrics(
             datamodule, list(spec.evaluated_ks), spec.exclude_history, evaluated_batches(trainer)
         )
@@ -202,20 +195,6 @@ def evaluated_batches(trainer: L.Trainer) -> dict[str, int | None]:
         stage: int(sum(n) * trainer.world_size) if math.isfinite(sum(n)) else None
         for stage, n in counted.items()
     }
-
-
-def ranker_data(data: DataOptions, options: RerankOptions) -> DataOptions:
-    """The ranker's data: with ``rerank.holdout`` > 0 it trains on the held-out events only.
-    It trains on every user: only a fold retriever leaves users out."""
-    if data.cross_fit_fold is not None:
-        raise OptionError(
-            f"data.cross_fit_fold={list(data.cross_fit_fold)} leaves users out of a retriever's "
-            "training; a ranker trains on every user (rerank.cross_fit=K trains its fold "
-            "retrievers)."
-        )
-    if options.holdout == 0:
-        return data
-    return dataclasses.replace(data, train_windows="holdout", train_holdout=options.holdout)
 
 
 def two_stage_model(
